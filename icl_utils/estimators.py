@@ -1,0 +1,110 @@
+"""Estimators that see one prompt at a time, batched over prompts.
+
+Each takes a :class:`~icl_utils.prompts.Prompt` (and its own parameters) and returns the prediction at the query,
+shape ``(B,)``. Linear algebra runs in float64 and the result comes back in the prompt's dtype. An empty context
+(``n = 0``) predicts the prior guess: zero, or the prior mean for the Bayes estimator.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from icl_utils import checks
+from icl_utils.prompts import Prompt
+
+
+def _check_prompt(prompt: object) -> Prompt:
+    if not isinstance(prompt, Prompt):
+        raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
+    return prompt
+
+
+def _predict_linear(prompt: Prompt, w: Tensor) -> Tensor:
+    """``<w, x_query>`` for float64 weights ``w`` of shape ``(B, d)``, in the prompt's dtype."""
+    return (w * prompt.x_query.double()).sum(-1).to(prompt.x.dtype)
+
+
+def least_squares(prompt: Prompt) -> Tensor:
+    """Minimum-norm least squares: ``w = X^+ y`` (the interpolant of least norm when ``n < d``)."""
+    prompt = _check_prompt(prompt)
+    if prompt.n_context == 0:
+        return torch.zeros_like(prompt.y_query)
+    x = prompt.x.double()
+    w = (torch.linalg.pinv(x) @ prompt.y.double()[..., None])[..., 0]
+    return _predict_linear(prompt, w)
+
+
+def ridge(prompt: Prompt, lam: float) -> Tensor:
+    """Ridge regression ``w = (X^T X + lam I)^{-1} X^T y`` (the penalty is on the sum, not the mean, of losses)."""
+    prompt = _check_prompt(prompt)
+    lam = checks.nonnegative_float("lam", lam, strict=True)
+    if prompt.n_context == 0:
+        return torch.zeros_like(prompt.y_query)
+    x, y = prompt.x.double(), prompt.y.double()
+    gram = x.transpose(1, 2) @ x + lam * torch.eye(prompt.dim, dtype=x.dtype, device=x.device)
+    w = torch.linalg.solve(gram, (x.transpose(1, 2) @ y[..., None]))[..., 0]
+    return _predict_linear(prompt, w)
+
+
+def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tensor, noise_var: float) -> Tensor:
+    """The posterior mean of ``<w, x_query>`` under ``w ~ N(prior_mean, prior_cov)`` and Gaussian label noise.
+
+    In kernel form, ``m + Psi X^T (X Psi X^T + noise_var I)^{-1} (y - X m)``, which needs no inverse of
+    ``Psi`` and so allows a singular prior covariance. This is the Bayes-optimal prediction under squared loss.
+    With ``noise_var = 0`` the inverse becomes a pseudo-inverse: the noiseless limit, which for ``Psi = I`` is
+    minimum-norm least squares.
+    """
+    prompt = _check_prompt(prompt)
+    noise_var = checks.nonnegative_float("noise_var", noise_var)
+    dev = prompt.x.device
+    mean = checks.vector("prior_mean", prior_mean, prompt.dim).to(dev)
+    cov = checks.psd_matrix("prior_cov", prior_cov, prompt.dim).to(dev)
+    if prompt.n_context == 0:
+        return _predict_linear(prompt, mean.expand(prompt.batch_size, -1))
+    x, y = prompt.x.double(), prompt.y.double()
+    resid = y - x @ mean
+    kernel = x @ cov @ x.transpose(1, 2) + noise_var * torch.eye(prompt.n_context, dtype=x.dtype, device=dev)
+    solve = torch.linalg.solve if noise_var > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
+    alpha = solve(kernel, resid[..., None])
+    w = mean + ((cov @ x.transpose(1, 2)) @ alpha)[..., 0]
+    return _predict_linear(prompt, w)
+
+
+def one_step_gd(prompt: Prompt, lr: float) -> Tensor:
+    """One gradient step from ``w = 0`` on ``(1/2n) sum_i (y_i - <w, x_i>)^2``: ``w = (lr / n) X^T y``."""
+    prompt = _check_prompt(prompt)
+    lr = checks.nonnegative_float("lr", lr)
+    if prompt.n_context == 0:
+        return torch.zeros_like(prompt.y_query)
+    w = lr * (prompt.x.double() * prompt.y.double()[..., None]).mean(1)
+    return _predict_linear(prompt, w)
+
+
+def optimal_gd_lr(n: int, dim: int, noise_var: float, prior_var: float = 1.0) -> float:
+    """The step size minimizing the risk of :func:`one_step_gd` for ``x ~ N(0, I)``, ``w ~ N(0, prior_var I)``.
+
+    The risk is ``prior_var d (lr^2 (n+d+1)/n - 2 lr + 1) + lr^2 noise_var d / n`` (Wishart moments), minimized at
+    ``lr = prior_var n / (prior_var (n+d+1) + noise_var)``.
+    """
+    n = checks.positive_int("n", n)
+    dim = checks.positive_int("dim", dim)
+    noise_var = checks.nonnegative_float("noise_var", noise_var)
+    prior_var = checks.nonnegative_float("prior_var", prior_var, strict=True)
+    return prior_var * n / (prior_var * (n + dim + 1) + noise_var)
+
+
+def averaging(prompt: Prompt) -> Tensor:
+    """Garg et al.'s averaging estimator ``w = (1/n) sum_i y_i x_i``: one GD step of size one."""
+    return one_step_gd(prompt, lr=1.0)
+
+
+def nearest_neighbours(prompt: Prompt, k: int = 3) -> Tensor:
+    """The mean label of the ``k`` context inputs nearest to the query (all of them when ``n < k``)."""
+    prompt = _check_prompt(prompt)
+    k = checks.positive_int("k", k)
+    if prompt.n_context == 0:
+        return torch.zeros_like(prompt.y_query)
+    dist = (prompt.x - prompt.x_query[:, None, :]).square().sum(-1)
+    idx = dist.topk(min(k, prompt.n_context), dim=1, largest=False).indices
+    return prompt.y.gather(1, idx).mean(1)

@@ -1,0 +1,136 @@
+"""A compact GPT-style in-context learner (in the spirit of nanoGPT and Garg et al. 2022).
+
+Prompts are read as interleaved tokens ``x_1, y_1, ..., x_n, y_n, x_query`` (see :meth:`Prompt.tokens`), mapped to
+the model width by a linear read-in, given learned position embeddings, passed through causal pre-norm blocks
+(attention on ``torch.nn.functional.scaled_dot_product_attention``, then an optional GELU MLP), and read out by a
+linear map at the x positions. Position ``i`` therefore predicts ``y_i`` from the ``i`` examples before it, and
+one forward pass gives the whole "error against number of examples" curve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from icl_utils import checks
+from icl_utils.prompts import Prompt
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Size of the transformer. ``n_points`` is the longest prompt it reads, counting the query."""
+
+    n_dims: int
+    n_points: int
+    n_embd: int = 64
+    n_layer: int = 4
+    n_head: int = 4
+    mlp: bool = True
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("n_dims", "n_points", "n_embd", "n_layer", "n_head"):
+            checks.positive_int(name, getattr(self, name))
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.dropout = cfg.dropout
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    def forward(self, h: Tensor) -> Tensor:
+        batch, length, width = h.shape
+        q, k, v = self.qkv(h).split(width, dim=2)
+        q, k, v = (t.view(batch, length, self.n_head, -1).transpose(1, 2) for t in (q, k, v))
+        out = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+        )
+        return self.proj(out.transpose(1, 2).reshape(batch, length, width))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: ``h + attn(ln(h))``, then ``h + mlp(ln(h))`` when the MLP is on."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.ln_attn = nn.LayerNorm(cfg.n_embd)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_mlp = nn.LayerNorm(cfg.n_embd) if cfg.mlp else None
+        self.mlp = (
+            nn.Sequential(
+                nn.Linear(cfg.n_embd, 4 * cfg.n_embd),
+                nn.GELU(),
+                nn.Linear(4 * cfg.n_embd, cfg.n_embd),
+                nn.Dropout(cfg.dropout),
+            )
+            if cfg.mlp
+            else None
+        )
+
+    def forward(self, h: Tensor) -> Tensor:
+        h = h + self.attn(self.ln_attn(h))
+        if self.mlp is not None:
+            h = h + self.mlp(self.ln_mlp(h))
+        return h
+
+
+class ICLTransformer(nn.Module):
+    """GPT-style transformer; ``model(prompt)`` returns predictions at every x position, shape ``(B, n+1)``."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        if not isinstance(cfg, GPTConfig):
+            raise TypeError(f"cfg must be a GPTConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.read_in = nn.Linear(cfg.n_dims + 1, cfg.n_embd)
+        self.pos = nn.Embedding(2 * cfg.n_points - 1, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+        self.read_out = nn.Linear(cfg.n_embd, 1)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, prompt: Prompt) -> Tensor:
+        if not isinstance(prompt, Prompt):
+            raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
+        if prompt.dim != self.cfg.n_dims:
+            raise ValueError(f"prompt has dimension {prompt.dim}, but the model reads n_dims={self.cfg.n_dims}")
+        if prompt.n_context + 1 > self.cfg.n_points:
+            raise ValueError(
+                f"prompt has {prompt.n_context + 1} points with its query, more than n_points={self.cfg.n_points}"
+            )
+        tokens = prompt.tokens()
+        h = self.read_in(tokens) + self.pos.weight[: tokens.shape[1]]
+        h = self.drop(h)
+        for block in self.blocks:
+            h = block(h)
+        return self.read_out(self.ln_f(h[:, ::2]))[..., 0]
+
+    @torch.no_grad()
+    def predict(self, prompt: Prompt) -> Tensor:
+        """The prediction at the query alone, shape ``(B,)``: usable wherever an estimator is."""
+        was_training = self.training
+        self.eval()
+        out = self(prompt)[:, -1]
+        self.train(was_training)
+        return out

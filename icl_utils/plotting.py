@@ -1,0 +1,94 @@
+"""The book's house style and its recurring figures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from torch import Tensor
+
+from icl_utils.risk import mean_and_band
+
+# One colour per method, the same in every chapter.
+COLORS = {
+    "Transformer": "#1b4f9c",
+    "Bayes (tuned ridge)": "#111111",
+    "Bayes": "#111111",
+    "Least squares": "#d1495b",
+    "One-step GD": "#edae49",
+    "Averaging": "#66a182",
+    "3-nearest neighbours": "#8d6a9f",
+}
+
+
+def use_house_style() -> None:
+    """Readable defaults for every figure of the book."""
+    plt.rcParams.update(
+        {
+            "figure.figsize": (6.4, 4.0),
+            "figure.dpi": 110,
+            "savefig.dpi": 150,
+            "font.size": 11,
+            "axes.titlesize": 12,
+            "axes.labelsize": 11,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "legend.frameon": False,
+            "legend.fontsize": 9,
+            "lines.linewidth": 2.0,
+        }
+    )
+
+
+def plot_error_curves(
+    curves: Mapping[str, Tensor],
+    *,
+    ax: Axes | None = None,
+    normalize: float = 1.0,
+    x: Sequence[float] | None = None,
+    reference: Mapping[str, float] | None = None,
+    xlabel: str = "number of in-context examples",
+    ylabel: str = "squared error",
+    ylim: tuple[float, float] | None = None,
+) -> Axes:
+    """Mean error against the number of in-context examples, one line per method with a 95% band.
+
+    ``curves`` maps a method's name to its squared errors, shape ``(B, K)`` (prompts by prefix length, as returned
+    by :func:`icl_utils.risk.prefix_errors`); every error is divided by ``normalize``. ``reference`` draws
+    horizontal dashed lines (name to value, already normalized), for a noise floor or a trivial predictor.
+    """
+    if not curves:
+        raise ValueError("curves must name at least one method")
+    ax = ax if ax is not None else plt.gca()
+    for name, errors in curves.items():
+        mean, band = (t.numpy() / normalize for t in mean_and_band(errors))
+        xs = np.arange(len(mean)) if x is None else np.asarray(x)
+        if len(xs) != len(mean):
+            raise ValueError(f"x has {len(xs)} values but {name!r} has {len(mean)} prefix lengths")
+        color = COLORS.get(name)
+        ax.plot(xs, mean, label=name, color=color)
+        ax.fill_between(xs, mean - band, mean + band, color=ax.lines[-1].get_color(), alpha=0.2, linewidth=0)
+    for name, value in (reference or {}).items():
+        ax.axhline(value, linestyle="--", color="0.5", linewidth=1.2, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.legend()
+    return ax
+
+
+def plot_training_loss(histories: Mapping[str, object], *, ax: Axes | None = None, window: int = 50) -> Axes:
+    """Smoothed training loss against step for one or more :class:`~icl_utils.train.TrainHistory`."""
+    ax = ax if ax is not None else plt.gca()
+    for name, hist in histories.items():
+        ax.plot(np.arange(1, len(hist.losses) + 1), hist.smoothed(window), label=name)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"training loss ({window}-step average)")
+    ax.set_yscale("log")
+    ax.legend()
+    return ax

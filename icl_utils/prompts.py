@@ -1,0 +1,104 @@
+"""The prompt: what every sampler returns, every estimator and every model reads.
+
+A batch of ``B`` prompts, each with ``n`` context examples in ``d`` dimensions and one query::
+
+    x        (B, n, d)   context inputs x_1..x_n
+    y        (B, n)      context labels y_1..y_n
+    x_query  (B, d)      the query input
+    y_query  (B,)        the query's label (what a prediction is scored against)
+
+The same prompt also reads as one sequence of ``n + 1`` labelled points, the query last. ``prefix(k)`` keeps the
+first ``k`` points as context and makes point ``k`` the query, which is how an "error against the number of
+in-context examples" curve is computed for an estimator. ``tokens()`` is the interleaved form a transformer reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+def _check_tensor(name: str, value: object, ndim: int) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if value.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(value.shape)}")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {value.dtype}")
+    return value
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A batch of in-context prompts (see the module docstring for shapes)."""
+
+    x: Tensor
+    y: Tensor
+    x_query: Tensor
+    y_query: Tensor
+
+    def __post_init__(self) -> None:
+        _check_tensor("x", self.x, 3)
+        _check_tensor("y", self.y, 2)
+        _check_tensor("x_query", self.x_query, 2)
+        _check_tensor("y_query", self.y_query, 1)
+        batch, n, d = self.x.shape
+        if tuple(self.y.shape) != (batch, n):
+            raise ValueError(f"y must have shape {(batch, n)} to match x {tuple(self.x.shape)}, got {tuple(self.y.shape)}")
+        if tuple(self.x_query.shape) != (batch, d):
+            raise ValueError(f"x_query must have shape {(batch, d)}, got {tuple(self.x_query.shape)}")
+        if tuple(self.y_query.shape) != (batch,):
+            raise ValueError(f"y_query must have shape {(batch,)}, got {tuple(self.y_query.shape)}")
+        for name in ("y", "x_query", "y_query"):
+            other = getattr(self, name)
+            if other.device != self.x.device or other.dtype != self.x.dtype:
+                raise ValueError(
+                    f"{name} is {other.dtype} on {other.device} but x is {self.x.dtype} on {self.x.device}; "
+                    "all fields of a Prompt must share device and dtype"
+                )
+
+    @property
+    def batch_size(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def n_context(self) -> int:
+        return self.x.shape[1]
+
+    @property
+    def dim(self) -> int:
+        return self.x.shape[2]
+
+    def points(self) -> tuple[Tensor, Tensor]:
+        """The prompt as ``n + 1`` labelled points, query last: ``(B, n+1, d)`` inputs and ``(B, n+1)`` labels."""
+        xs = torch.cat([self.x, self.x_query[:, None, :]], dim=1)
+        ys = torch.cat([self.y, self.y_query[:, None]], dim=1)
+        return xs, ys
+
+    def prefix(self, k: int) -> "Prompt":
+        """The prompt whose context is the first ``k`` points and whose query is point ``k`` (0-based)."""
+        if not isinstance(k, int) or not 0 <= k <= self.n_context:
+            raise ValueError(f"k must be an int in [0, {self.n_context}], got {k!r}")
+        xs, ys = self.points()
+        return Prompt(x=xs[:, :k], y=ys[:, :k], x_query=xs[:, k], y_query=ys[:, k])
+
+    def tokens(self) -> Tensor:
+        """Interleaved tokens ``[x_1, y_1, ..., x_n, y_n, x_query]`` of shape ``(B, 2n+1, d+1)``.
+
+        An x token is ``(x, 0)`` and a y token is ``(0, ..., 0, y)``, so the two kinds never look alike.
+        A transformer reads its predictions off the x positions ``0, 2, ..., 2n``.
+        """
+        xs, ys = self.points()
+        batch, m, d = xs.shape
+        x_tok = torch.cat([xs, xs.new_zeros(batch, m, 1)], dim=2)
+        y_tok = torch.cat([xs.new_zeros(batch, m, d), ys[:, :, None]], dim=2)
+        return torch.stack([x_tok, y_tok], dim=2).reshape(batch, 2 * m, d + 1)[:, :-1]
+
+    def take(self, index: slice | Tensor) -> "Prompt":
+        """The prompts selected by ``index`` along the batch dimension (a slice, indices or a boolean mask)."""
+        return Prompt(self.x[index], self.y[index], self.x_query[index], self.y_query[index])
+
+    def to(self, device: torch.device | str) -> "Prompt":
+        return Prompt(*(t.to(device) for t in (self.x, self.y, self.x_query, self.y_query)))

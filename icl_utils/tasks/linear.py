@@ -1,0 +1,106 @@
+"""Noisy linear regression with a Gaussian prior: the task family of chapters 0 and 4.
+
+A task is a weight vector ``w ~ N(prior_mean, prior_cov)``; inputs are ``x ~ N(0, x_cov)``; labels are
+``y = <w, x> + noise_std * N(0, 1)``. ``LinearRegression(dim=20)`` is Garg et al.'s setting (isotropic, noiseless).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from icl_utils import checks
+from icl_utils.estimators import bayes_linear_regression
+from icl_utils.prompts import Prompt
+
+
+@dataclass(frozen=True)
+class LinearRegression:
+    """A Gaussian-prior linear-regression task family; ``None`` means zero mean or identity covariance."""
+
+    dim: int
+    noise_std: float = 0.0
+    prior_mean: Tensor | None = None
+    prior_cov: Tensor | None = None
+    x_cov: Tensor | None = None
+    _prior_sqrt: Tensor | None = field(default=None, init=False, repr=False, compare=False)
+    _x_sqrt: Tensor | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        dim = checks.positive_int("dim", self.dim)
+        object.__setattr__(self, "noise_std", checks.nonnegative_float("noise_std", self.noise_std))
+        if self.prior_mean is not None:
+            object.__setattr__(self, "prior_mean", checks.vector("prior_mean", self.prior_mean, dim))
+        if self.prior_cov is not None:
+            cov = checks.psd_matrix("prior_cov", self.prior_cov, dim)
+            object.__setattr__(self, "prior_cov", cov)
+            object.__setattr__(self, "_prior_sqrt", checks.psd_sqrt(cov))
+        if self.x_cov is not None:
+            cov = checks.psd_matrix("x_cov", self.x_cov, dim)
+            object.__setattr__(self, "x_cov", cov)
+            object.__setattr__(self, "_x_sqrt", checks.psd_sqrt(cov))
+
+    @property
+    def noise_var(self) -> float:
+        return self.noise_std**2
+
+    def mean(self) -> Tensor:
+        """The prior mean as a float64 CPU tensor."""
+        return self.prior_mean if self.prior_mean is not None else torch.zeros(self.dim, dtype=torch.float64)
+
+    def cov(self) -> Tensor:
+        """The prior covariance as a float64 CPU tensor."""
+        return self.prior_cov if self.prior_cov is not None else torch.eye(self.dim, dtype=torch.float64)
+
+    def sample_weights(self, batch: int, generator: torch.Generator) -> Tensor:
+        """``batch`` task vectors ``w`` of shape ``(batch, dim)`` on the generator's device."""
+        batch = checks.positive_int("batch", batch)
+        dev = generator.device
+        w = torch.randn(batch, self.dim, generator=generator, device=dev)
+        if self._prior_sqrt is not None:
+            w = w @ self._prior_sqrt.to(dev, torch.float32)
+        if self.prior_mean is not None:
+            w = w + self.prior_mean.to(dev, torch.float32)
+        return w
+
+    def sample(
+        self,
+        batch: int,
+        n: int,
+        generator: torch.Generator,
+        active_dims: int | None = None,
+        weights: Tensor | None = None,
+    ) -> Prompt:
+        """``batch`` prompts of ``n`` context examples and a query, on the generator's device.
+
+        ``active_dims`` keeps only the first coordinates of x (the others are zero), as in Garg et al.'s
+        curriculum. ``weights`` fixes the tasks (shape ``(batch, dim)``) instead of drawing them from the prior.
+        """
+        batch = checks.positive_int("batch", batch)
+        n = checks.positive_int("n", n, minimum=0)
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        dev = generator.device
+        if weights is None:
+            weights = self.sample_weights(batch, generator)
+        elif not isinstance(weights, Tensor) or tuple(weights.shape) != (batch, self.dim):
+            raise ValueError(f"weights must be a tensor of shape ({batch}, {self.dim})")
+        weights = weights.to(dev, torch.float32)
+        xs = torch.randn(batch, n + 1, self.dim, generator=generator, device=dev)
+        if self._x_sqrt is not None:
+            xs = xs @ self._x_sqrt.to(dev, torch.float32)
+        if active_dims is not None:
+            active_dims = checks.positive_int("active_dims", active_dims)
+            if active_dims > self.dim:
+                raise ValueError(f"active_dims must be <= dim={self.dim}, got {active_dims}")
+            xs[:, :, active_dims:] = 0
+        ys = torch.einsum("bnd,bd->bn", xs, weights)
+        if self.noise_std > 0:
+            ys = ys + self.noise_std * torch.randn(ys.shape, generator=generator, device=dev)
+        return Prompt(x=xs[:, :n], y=ys[:, :n], x_query=xs[:, n], y_query=ys[:, n])
+
+    def posterior_mean(self, prompt: Prompt) -> Tensor:
+        """The Bayes-optimal prediction at the query for this prior: the posterior mean of ``<w, x_query>``."""
+        return bayes_linear_regression(prompt, self.mean(), self.cov(), self.noise_var)

@@ -1,0 +1,141 @@
+"""One training loop for in-context learners: Adam on the squared error at every x position of a prompt.
+
+The task family supplies prompts (``task.sample(batch, n, generator, active_dims)``) on the generator's device;
+an optional :class:`Curriculum` grows the active dimension and the prompt length as in Garg et al. (2022).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from icl_utils import checks
+from icl_utils.prompts import Prompt
+
+
+class TaskFamily(Protocol):
+    dim: int
+
+    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt: ...
+
+
+@dataclass(frozen=True)
+class Curriculum:
+    """Start with ``dims[0]`` active dimensions and ``points[0]`` points per prompt (query included); every
+    ``every`` steps add ``dims_step`` dimensions and ``points_step`` points, up to ``dims[1]`` and ``points[1]``.
+
+    Garg et al.'s setting for d = 20 is ``Curriculum(dims=(5, 20), points=(11, 41), every=2000)``.
+    """
+
+    dims: tuple[int, int]
+    points: tuple[int, int]
+    every: int
+    dims_step: int = 1
+    points_step: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("dims", "points"):
+            lo, hi = getattr(self, name)
+            checks.positive_int(f"{name}[0]", lo)
+            checks.positive_int(f"{name}[1]", hi)
+            if lo > hi:
+                raise ValueError(f"{name} must be (start, end) with start <= end, got {(lo, hi)}")
+        checks.positive_int("every", self.every)
+        checks.positive_int("dims_step", self.dims_step, minimum=0)
+        checks.positive_int("points_step", self.points_step, minimum=0)
+
+    def at(self, step: int) -> tuple[int, int]:
+        """``(active_dims, n_points)`` at training step ``step``."""
+        stage = step // self.every
+        return (
+            min(self.dims[0] + stage * self.dims_step, self.dims[1]),
+            min(self.points[0] + stage * self.points_step, self.points[1]),
+        )
+
+
+@dataclass
+class TrainHistory:
+    """Per-step training losses (mean squared error over the x positions) and the wall-clock time."""
+
+    losses: np.ndarray
+    seconds: float
+
+    def smoothed(self, window: int = 50) -> np.ndarray:
+        """Moving average of the losses over ``window`` steps (shorter at the start)."""
+        window = checks.positive_int("window", window)
+        csum = np.cumsum(np.insert(self.losses, 0, 0.0))
+        idx = np.arange(1, len(self.losses) + 1)
+        lo = np.maximum(idx - window, 0)
+        return (csum[idx] - csum[lo]) / (idx - lo)
+
+
+def train(
+    model: nn.Module,
+    task: TaskFamily,
+    *,
+    steps: int,
+    batch_size: int,
+    n_points: int,
+    generator: torch.Generator,
+    lr: float = 1e-4,
+    curriculum: Curriculum | None = None,
+    bf16: bool = False,
+    log_every: int = 50,
+    progress: bool = True,
+    desc: str = "training",
+) -> TrainHistory:
+    """Train ``model`` in place on prompts from ``task`` and return the loss history.
+
+    Each step draws ``batch_size`` fresh prompts of ``n_points`` points (the query included), or the curriculum's
+    current size, on the generator's device (the model must live there too), and takes one Adam step on the mean
+    squared error over all x positions. ``bf16`` runs the forward pass under bfloat16 autocast on CUDA (ignored on
+    the CPU). The progress bar shows the loss every ``log_every`` steps; nothing else syncs with the host.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    steps = checks.positive_int("steps", steps)
+    batch_size = checks.positive_int("batch_size", batch_size)
+    n_points = checks.positive_int("n_points", n_points)
+    lr = checks.nonnegative_float("lr", lr, strict=True)
+    log_every = checks.positive_int("log_every", log_every)
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    dev = generator.device
+    param_dev = next(model.parameters()).device
+    if param_dev.type != dev.type:
+        raise ValueError(f"model is on {param_dev} but the generator samples on {dev}; move one of them")
+    if curriculum is not None and curriculum.points[1] > n_points:
+        raise ValueError(f"curriculum ends at {curriculum.points[1]} points, more than n_points={n_points}")
+    use_bf16 = bf16 and dev.type == "cuda"
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    losses = torch.empty(steps, device=dev)
+    start = time.perf_counter()
+    bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False)
+    for step in bar:
+        dims, points = curriculum.at(step) if curriculum is not None else (None, n_points)
+        prompt = task.sample(batch_size, points - 1, generator, active_dims=dims)
+        targets = prompt.points()[1]
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_bf16):
+            preds = model(prompt)
+        loss = (preds.float() - targets).square().mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses[step] = loss.detach()
+        if progress and (step + 1) % log_every == 0:
+            bar.set_postfix(loss=f"{losses[step - log_every + 1 : step + 1].mean().item():.3f}", refresh=False)
+    bar.close()
+    model.eval()
+    history = losses.cpu().numpy()
+    if not np.isfinite(history).all():
+        bad = int(np.flatnonzero(~np.isfinite(history))[0])
+        raise FloatingPointError(f"training loss became {history[bad]} at step {bad}; lower lr or check the task")
+    return TrainHistory(losses=history, seconds=time.perf_counter() - start)

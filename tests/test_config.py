@@ -1,0 +1,50 @@
+import pytest
+import torch
+
+from icl_utils import config
+
+
+def test_default_mode_is_quick(monkeypatch):
+    monkeypatch.delenv("ICL_MODE", raising=False)
+    assert config.mode() == "quick"
+    assert config.by_mode(quick=1, full=2) == 1
+
+
+def test_full_mode(monkeypatch):
+    monkeypatch.setenv("ICL_MODE", "FULL")
+    assert config.is_full()
+    assert config.by_mode(quick=1, full=2) == 2
+
+
+def test_bad_mode_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("ICL_MODE", "fast")
+    with pytest.raises(ValueError, match="ICL_MODE"):
+        config.mode()
+
+
+def test_device_override(monkeypatch):
+    monkeypatch.setenv("ICL_DEVICE", "cpu")
+    assert config.get_device() == torch.device("cpu")
+
+
+@pytest.mark.parametrize("value", ["gpu", "tpu:0", "banana"])
+def test_bad_device_is_a_clear_error(monkeypatch, value):
+    monkeypatch.setenv("ICL_DEVICE", value)
+    with pytest.raises(ValueError, match="ICL_DEVICE"):
+        config.get_device()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised where CUDA is missing")
+def test_cuda_without_cuda_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("ICL_DEVICE", "cuda")
+    with pytest.raises(ValueError, match="no CUDA"):
+        config.get_device()
+
+
+def test_seed_everything_is_reproducible(monkeypatch):
+    monkeypatch.setenv("ICL_DEVICE", "cpu")
+    a = torch.randn(3, generator=config.seed_everything(7)), torch.randn(3)
+    b = torch.randn(3, generator=config.seed_everything(7)), torch.randn(3)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    with pytest.raises(TypeError, match="seed"):
+        config.seed_everything(1.5)

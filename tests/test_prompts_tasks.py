@@ -1,0 +1,95 @@
+import pytest
+import torch
+
+from icl_utils.prompts import Prompt
+from icl_utils.tasks import LinearRegression
+
+
+def test_prompt_shapes_and_tokens(gen):
+    p = LinearRegression(dim=3).sample(4, 5, gen)
+    assert p.x.shape == (4, 5, 3) and p.y.shape == (4, 5)
+    tok = p.tokens()
+    assert tok.shape == (4, 11, 4)
+    # x tokens at even positions, y tokens at odd ones, the query last
+    assert torch.equal(tok[:, 0:10:2, :3], p.x) and torch.all(tok[:, 0::2, 3] == 0)
+    assert torch.equal(tok[:, 1::2, 3], p.y) and torch.all(tok[:, 1::2, :3] == 0)
+    assert torch.equal(tok[:, -1, :3], p.x_query)
+
+
+def test_prefix_makes_point_k_the_query(gen):
+    p = LinearRegression(dim=2).sample(3, 6, gen)
+    q = p.prefix(2)
+    assert q.n_context == 2
+    assert torch.equal(q.x_query, p.x[:, 2]) and torch.equal(q.y_query, p.y[:, 2])
+    assert torch.equal(p.prefix(6).x_query, p.x_query)
+    with pytest.raises(ValueError, match="k must be"):
+        p.prefix(7)
+
+
+def test_prompt_validates_shapes():
+    x = torch.zeros(2, 3, 4)
+    with pytest.raises(ValueError, match="y must have shape"):
+        Prompt(x=x, y=torch.zeros(2, 4), x_query=torch.zeros(2, 4), y_query=torch.zeros(2))
+    with pytest.raises(ValueError, match="x_query"):
+        Prompt(x=x, y=torch.zeros(2, 3), x_query=torch.zeros(2, 5), y_query=torch.zeros(2))
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        Prompt(x=[[0.0]], y=torch.zeros(2, 3), x_query=torch.zeros(2, 4), y_query=torch.zeros(2))
+    with pytest.raises(ValueError, match="dtype"):
+        Prompt(x=x, y=torch.zeros(2, 3, dtype=torch.float64), x_query=torch.zeros(2, 4), y_query=torch.zeros(2))
+
+
+def test_sampler_moments(gen):
+    """Weights follow N(mean, cov), inputs N(0, x_cov), and the label noise has the stated variance."""
+    mean = torch.tensor([1.0, -2.0, 0.5])
+    a = torch.tensor([[1.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.0, -0.3, 0.7]])
+    cov = a @ a.T
+    x_cov = torch.diag(torch.tensor([1.0, 4.0, 0.25]))
+    task = LinearRegression(dim=3, noise_std=0.3, prior_mean=mean, prior_cov=cov, x_cov=x_cov)
+    w = task.sample_weights(200_000, gen)
+    assert torch.allclose(w.mean(0), mean, atol=0.02)
+    assert torch.allclose(torch.cov(w.T), cov, atol=0.03)
+    fixed = mean.expand(100_000, 3)
+    p = task.sample(100_000, 1, gen, weights=fixed)
+    assert torch.allclose(torch.cov(p.x[:, 0].T), x_cov, rtol=0.03, atol=0.02)
+    resid = p.y[:, 0] - p.x[:, 0] @ mean
+    assert abs(resid.var().item() - 0.09) < 0.003
+
+
+def test_singular_prior_is_allowed_and_respected(gen):
+    cov = torch.diag(torch.tensor([1.0, 0.0]))
+    w = LinearRegression(dim=2, prior_cov=cov).sample_weights(1000, gen)
+    assert torch.all(w[:, 1].abs() < 1e-6)
+
+
+def test_active_dims_zero_the_rest(gen):
+    p = LinearRegression(dim=5).sample(8, 4, gen, active_dims=2)
+    assert torch.all(p.x[:, :, 2:] == 0) and torch.all(p.x_query[:, 2:] == 0)
+    with pytest.raises(ValueError, match="active_dims"):
+        LinearRegression(dim=5).sample(8, 4, gen, active_dims=6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(dim=0), "dim"),
+        (dict(dim=2.5), "dim"),
+        (dict(dim=2, noise_std=-1.0), "noise_std"),
+        (dict(dim=2, prior_mean=torch.zeros(3)), "prior_mean"),
+        (dict(dim=2, prior_cov=torch.tensor([[1.0, 2.0], [0.0, 1.0]])), "prior_cov must be symmetric"),
+        (dict(dim=2, prior_cov=torch.tensor([[1.0, 0.0], [0.0, -1.0]])), "prior_cov must be positive"),
+        (dict(dim=2, x_cov=torch.eye(3)), "x_cov"),
+    ],
+)
+def test_task_rejects_bad_arguments(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        LinearRegression(**kwargs)
+
+
+def test_sample_rejects_bad_arguments(gen):
+    task = LinearRegression(dim=2)
+    with pytest.raises(ValueError, match="batch"):
+        task.sample(0, 3, gen)
+    with pytest.raises(TypeError, match="generator"):
+        task.sample(2, 3, 0)
+    with pytest.raises(ValueError, match="weights"):
+        task.sample(2, 3, gen, weights=torch.zeros(3, 2))
