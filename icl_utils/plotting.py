@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.ticker import FuncFormatter, LogLocator
 from torch import Tensor
 
 from icl_utils.risk import mean_and_band
@@ -54,12 +55,14 @@ def plot_error_curves(
     xlabel: str = "number of in-context examples",
     ylabel: str = "squared error",
     ylim: tuple[float, float] | None = None,
+    logy: bool = False,
 ) -> Axes:
     """Mean error against the number of in-context examples, one line per method with a 95% band.
 
     ``curves`` maps a method's name to its squared errors, shape ``(B, K)`` (prompts by prefix length, as returned
     by :func:`icl_utils.risk.prefix_errors`); every error is divided by ``normalize``. ``reference`` draws
     horizontal dashed lines (name to value, already normalized), for a noise floor or a trivial predictor.
+    ``logy`` puts the errors on a log scale, where ratios between methods read as distances.
     """
     if not curves:
         raise ValueError("curves must name at least one method")
@@ -72,23 +75,45 @@ def plot_error_curves(
         color = COLORS.get(name)
         ax.plot(xs, mean, label=name, color=color)
         ax.fill_between(xs, mean - band, mean + band, color=ax.lines[-1].get_color(), alpha=0.2, linewidth=0)
-    for name, value in (reference or {}).items():
-        ax.axhline(value, linestyle="--", color="0.5", linewidth=1.2, label=name)
+    _reference_lines(ax, reference)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
+    if logy:
+        _log_y(ax)
     if ylim is not None:
         ax.set_ylim(*ylim)
-    ax.legend()
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
     return ax
 
 
-def plot_training_loss(histories: Mapping[str, object], *, ax: Axes | None = None, window: int = 50) -> Axes:
-    """Smoothed training loss against step for one or more :class:`~icl_utils.train.TrainHistory`."""
+def _reference_lines(ax: Axes, reference: Mapping[str, float] | None) -> None:
+    for name, value in (reference or {}).items():
+        ax.axhline(value, linestyle="--", color="0.5", linewidth=1.2, label=name)
+
+
+def _log_y(ax: Axes) -> None:
+    """Log-scaled y axis labelled at 1, 2, 5 times powers of ten, in plain numbers (0.2, not 2x10^-1)."""
+    ax.set_yscale("log")
+    ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+    for axis_formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+        axis_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+
+
+def plot_training_loss(
+    histories: Mapping[str, object],
+    *,
+    ax: Axes | None = None,
+    window: int = 50,
+    reference: Mapping[str, float] | None = None,
+) -> Axes:
+    """Smoothed training loss against step for one or more :class:`~icl_utils.train.TrainHistory`, on a log scale,
+    with optional dashed reference levels (name to value), such as the Bayes-optimal loss."""
     ax = ax if ax is not None else plt.gca()
     for name, hist in histories.items():
-        ax.plot(np.arange(1, len(hist.losses) + 1), hist.smoothed(window), label=name)
+        ax.plot(np.arange(1, len(hist.losses) + 1), hist.smoothed(window), label=name, color=COLORS.get(name))
+    _reference_lines(ax, reference)
     ax.set_xlabel("training step")
     ax.set_ylabel(f"training loss ({window}-step average)")
-    ax.set_yscale("log")
+    _log_y(ax)
     ax.legend()
     return ax

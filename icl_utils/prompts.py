@@ -87,13 +87,16 @@ class Prompt:
     def tokens(self) -> Tensor:
         """Interleaved tokens ``[x_1, y_1, ..., x_n, y_n, x_query]`` of shape ``(B, 2n+1, d+1)``.
 
-        An x token is ``(x, 0)`` and a y token is ``(0, ..., 0, y)``, so the two kinds never look alike.
-        A transformer reads its predictions off the x positions ``0, 2, ..., 2n``.
+        An x token is ``(x, 0)`` and a y token is ``(x, y)``: the y token repeats its input, so one attention layer
+        can pair every label with its input. (Garg et al. write the y token as ``(y, 0, ..., 0)``; the model must
+        then first learn to copy each input into the next token, and on this book's CPU budget training sat on a
+        plateau at the zero predictor for thousands of steps.) A causal model reads its predictions off the x
+        positions ``0, 2, ..., 2n``, which see every earlier pair but not their own label.
         """
         xs, ys = self.points()
         batch, m, d = xs.shape
         x_tok = torch.cat([xs, xs.new_zeros(batch, m, 1)], dim=2)
-        y_tok = torch.cat([xs.new_zeros(batch, m, d), ys[:, :, None]], dim=2)
+        y_tok = torch.cat([xs, ys[:, :, None]], dim=2)
         return torch.stack([x_tok, y_tok], dim=2).reshape(batch, 2 * m, d + 1)[:, :-1]
 
     def take(self, index: slice | Tensor) -> "Prompt":

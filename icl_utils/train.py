@@ -6,6 +6,7 @@ an optional :class:`Curriculum` grows the active dimension and the prompt length
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Protocol
@@ -75,6 +76,14 @@ class TrainHistory:
         return (csum[idx] - csum[lo]) / (idx - lo)
 
 
+def _schedule(name: str, steps: int):
+    """The learning-rate multiplier at each step, for ``LambdaLR``."""
+    if name == "constant":
+        return lambda step: 1.0
+    warmup = max(1, steps // 20)
+    return lambda step: min((step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps)))
+
+
 def train(
     model: nn.Module,
     task: TaskFamily,
@@ -84,6 +93,7 @@ def train(
     n_points: int,
     generator: torch.Generator,
     lr: float = 1e-4,
+    schedule: str = "constant",
     curriculum: Curriculum | None = None,
     bf16: bool = False,
     log_every: int = 50,
@@ -94,7 +104,8 @@ def train(
 
     Each step draws ``batch_size`` fresh prompts of ``n_points`` points (the query included), or the curriculum's
     current size, on the generator's device (the model must live there too), and takes one Adam step on the mean
-    squared error over all x positions. ``bf16`` runs the forward pass under bfloat16 autocast on CUDA (ignored on
+    squared error over all x positions. ``schedule`` is ``"constant"`` (Garg et al.) or ``"cosine"`` (a linear
+    warm-up over the first 5% of steps, then cosine decay to zero), which reaches a lower loss in a short run. ``bf16`` runs the forward pass under bfloat16 autocast on CUDA (ignored on
     the CPU). The progress bar shows the loss every ``log_every`` steps; nothing else syncs with the host.
     """
     if not isinstance(model, nn.Module):
@@ -104,6 +115,8 @@ def train(
     n_points = checks.positive_int("n_points", n_points)
     lr = checks.nonnegative_float("lr", lr, strict=True)
     log_every = checks.positive_int("log_every", log_every)
+    if schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     dev = generator.device
@@ -115,6 +128,7 @@ def train(
     use_bf16 = bf16 and dev.type == "cuda"
 
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(schedule, steps))
     model.train()
     losses = torch.empty(steps, device=dev)
     start = time.perf_counter()
@@ -129,6 +143,7 @@ def train(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        scheduler.step()
         losses[step] = loss.detach()
         if progress and (step + 1) % log_every == 0:
             bar.set_postfix(loss=f"{losses[step - log_every + 1 : step + 1].mean().item():.3f}", refresh=False)

@@ -12,7 +12,7 @@ def test_prompt_shapes_and_tokens(gen):
     assert tok.shape == (4, 11, 4)
     # x tokens at even positions, y tokens at odd ones, the query last
     assert torch.equal(tok[:, 0:10:2, :3], p.x) and torch.all(tok[:, 0::2, 3] == 0)
-    assert torch.equal(tok[:, 1::2, 3], p.y) and torch.all(tok[:, 1::2, :3] == 0)
+    assert torch.equal(tok[:, 1::2, 3], p.y) and torch.equal(tok[:, 1::2, :3], p.x)
     assert torch.equal(tok[:, -1, :3], p.x_query)
 
 
