@@ -117,3 +117,42 @@ def plot_training_loss(
     _log_y(ax)
     ax.legend()
     return ax
+
+
+def plot_attention_heatmaps(attn: Sequence[np.ndarray], titles: Sequence[str], *, axes: Sequence[Axes]) -> None:
+    """One ``K x K`` heatmap per training time: row ``k`` is the attention a query on ``v_k`` pays to each
+    feature (expected over contexts), on a shared 0-1 colour scale with one colour bar."""
+    if len(attn) != len(titles) or len(attn) != len(axes):
+        raise ValueError("attn, titles and axes must have the same length")
+    for a, title, ax in zip(attn, titles, axes):
+        image = ax.imshow(a, vmin=0.0, vmax=1.0, cmap="viridis")
+        ax.set_title(title)
+        ax.set_xlabel("feature attended to")
+        ax.grid(False)
+        ticks = np.arange(a.shape[0])
+        ax.set_xticks(ticks, [str(t + 1) for t in ticks])
+        ax.set_yticks(ticks, [str(t + 1) for t in ticks])
+    axes[0].set_ylabel("query feature $k$")
+    axes[0].figure.colorbar(image, ax=list(axes), shrink=0.8, label="attention")
+
+
+def plot_lines(
+    steps: np.ndarray,
+    series: Mapping[str, np.ndarray],
+    *,
+    ax: Axes | None = None,
+    xlabel: str = "gradient-descent step",
+    ylabel: str = "",
+    logy: bool = False,
+    styles: Mapping[str, dict] | None = None,
+) -> Axes:
+    """Several quantities against training step, one labelled line each (``styles`` passes plot keywords)."""
+    ax = ax if ax is not None else plt.gca()
+    for name, values in series.items():
+        ax.plot(steps, values, label=name, **(styles or {}).get(name, {}))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logy:
+        _log_y(ax)
+    ax.legend()
+    return ax

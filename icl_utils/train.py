@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 from tqdm import tqdm
 
 from icl_utils import checks
@@ -154,3 +155,59 @@ def train(
         bad = int(np.flatnonzero(~np.isfinite(history))[0])
         raise FloatingPointError(f"training loss became {history[bad]} at step {bad}; lower lr or check the task")
     return TrainHistory(losses=history, seconds=time.perf_counter() - start)
+
+
+@dataclass
+class GDHistory:
+    """What :func:`gradient_descent` recorded: the steps, and one array per recorded quantity (steps first)."""
+
+    steps: np.ndarray
+    records: dict[str, np.ndarray]
+
+
+def gradient_descent(
+    loss_fn: Callable[[Tensor], Tensor],
+    init: Tensor,
+    *,
+    steps: int,
+    lr: float,
+    record: Callable[[Tensor], dict[str, Tensor]] | None = None,
+    record_every: int = 1,
+    progress: bool = True,
+    desc: str = "gradient descent",
+) -> tuple[Tensor, GDHistory]:
+    """Plain gradient descent ``theta <- theta - lr * grad loss_fn(theta)`` on a population objective.
+
+    The analyses of chapters 2, 4 and 5 study exactly this algorithm (full-batch GD, or gradient flow as its
+    small-step limit) on an exact or fixed-sample loss. ``record(theta)`` returns the quantities to keep, every
+    ``record_every`` steps and at the end. Returns the final parameters and the history.
+    """
+    if not callable(loss_fn):
+        raise TypeError("loss_fn must be callable on the parameter tensor")
+    if not isinstance(init, Tensor) or not init.is_floating_point():
+        raise TypeError("init must be a floating-point tensor")
+    steps = checks.positive_int("steps", steps)
+    lr = checks.nonnegative_float("lr", lr, strict=True)
+    record_every = checks.positive_int("record_every", record_every)
+    record = record if record is not None else (lambda theta: {"loss": loss_fn(theta)})
+    theta = init.detach().clone().requires_grad_(True)
+    kept_steps, kept = [], {}
+
+    def keep(step: int) -> None:
+        with torch.no_grad():
+            for name, value in record(theta).items():
+                kept.setdefault(name, []).append(value.detach().cpu().numpy().copy())
+        kept_steps.append(step)
+
+    for step in tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False):
+        if step % record_every == 0:
+            keep(step)
+        loss = loss_fn(theta)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss became {loss.item()} at step {step}; lower lr")
+        (grad,) = torch.autograd.grad(loss, theta)
+        with torch.no_grad():
+            theta -= lr * grad
+    keep(steps)
+    history = GDHistory(steps=np.asarray(kept_steps), records={k: np.stack(v) for k, v in kept.items()})
+    return theta.detach(), history

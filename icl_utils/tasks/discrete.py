@@ -1,0 +1,76 @@
+"""Orthonormal discrete features (Huang, Cheng and Liang, 2024): chapter 5's task family.
+
+There are ``K`` orthonormal features ``v_1..v_K`` in ``R^d``; every input (context or query) equals ``v_k`` with
+probability ``p_k``; a task is ``w ~ N(0, I_d)`` and ``y = <w, x>``, noiseless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from icl_utils import checks
+from icl_utils.prompts import Prompt
+
+
+def imbalanced_probs(n_features: int, dominant: float) -> Tensor:
+    """``p_1 = dominant`` and the rest share ``1 - dominant`` equally; ``dominant = 1/K`` is the balanced case."""
+    n_features = checks.positive_int("n_features", n_features, minimum=2)
+    dominant = checks.nonnegative_float("dominant", dominant, strict=True)
+    if dominant >= 1:
+        raise ValueError(f"dominant must be in (0, 1), got {dominant}")
+    rest = (1 - dominant) / (n_features - 1)
+    return torch.tensor([dominant] + [rest] * (n_features - 1), dtype=torch.float64)
+
+
+@dataclass(frozen=True)
+class DiscreteFeatures:
+    """``K = len(probs)`` orthonormal features in ``R^dim`` drawn with probabilities ``probs``.
+
+    The features are the columns of ``features`` (shape ``(dim, K)``): a random orthonormal frame drawn with
+    ``seed``, so nothing depends on the features being coordinate vectors.
+    """
+
+    dim: int
+    probs: Tensor
+    seed: int = 0
+    features: Tensor = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        dim = checks.positive_int("dim", self.dim)
+        probs = torch.as_tensor(self.probs, dtype=torch.float64).cpu()
+        if probs.ndim != 1 or probs.numel() < 1:
+            raise ValueError(f"probs must be a non-empty vector, got shape {tuple(probs.shape)}")
+        if torch.any(probs <= 0) or abs(probs.sum().item() - 1) > 1e-6:
+            raise ValueError(f"probs must be positive and sum to 1, got sum {probs.sum().item():.6f}")
+        if probs.numel() > dim:
+            raise ValueError(f"at most dim={dim} orthonormal features fit in R^{dim}, got K={probs.numel()}")
+        object.__setattr__(self, "probs", probs)
+        gen = torch.Generator().manual_seed(self.seed)
+        frame, _ = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=torch.float64))
+        object.__setattr__(self, "features", frame[:, : probs.numel()])
+
+    @property
+    def n_features(self) -> int:
+        return self.probs.numel()
+
+    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
+        """``batch`` prompts of ``n`` examples and a query on the generator's device (``active_dims`` unsupported)."""
+        batch = checks.positive_int("batch", batch)
+        n = checks.positive_int("n", n, minimum=0)
+        if active_dims is not None:
+            raise ValueError("active_dims is not defined for discrete features; pass None")
+        prompt, _ = self.sample_with_labels(batch, n, generator)
+        return prompt
+
+    def sample_with_labels(self, batch: int, n: int, generator: torch.Generator) -> tuple[Prompt, Tensor]:
+        """Prompts and the feature index of every point, shape ``(batch, n + 1)`` (the query last)."""
+        dev = generator.device
+        idx = torch.multinomial(self.probs.to(dev, torch.float32), batch * (n + 1), replacement=True,
+                                generator=generator).view(batch, n + 1)
+        xs = self.features.to(dev, torch.float32).T[idx]
+        w = torch.randn(batch, self.dim, generator=generator, device=dev)
+        ys = torch.einsum("bnd,bd->bn", xs, w)
+        return Prompt(x=xs[:, :n], y=ys[:, :n], x_query=xs[:, n], y_query=ys[:, n]), idx

@@ -1,0 +1,79 @@
+import numpy as np
+import pytest
+import torch
+
+from icl_utils.models import softmax_attention as sa
+from icl_utils.tasks.discrete import DiscreteFeatures, imbalanced_probs
+from icl_utils.train import gradient_descent
+
+
+def test_features_are_orthonormal():
+    task = DiscreteFeatures(dim=10, probs=imbalanced_probs(6, 0.4))
+    v = task.features
+    assert v.shape == (10, 6)
+    assert torch.allclose(v.T @ v, torch.eye(6, dtype=v.dtype), atol=1e-12)
+
+
+def test_sampler_frequencies_and_labels(gen):
+    probs = imbalanced_probs(4, 0.55)
+    task = DiscreteFeatures(dim=6, probs=probs)
+    prompt, idx = task.sample_with_labels(20_000, 4, gen)
+    freq = torch.bincount(idx.flatten(), minlength=4).double() / idx.numel()
+    assert torch.allclose(freq, probs, atol=0.01)
+    assert torch.allclose(prompt.x_query, task.features.float().T[idx[:, -1]])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(dim=5, probs=torch.tensor([0.5, 0.4])), "sum to 1"),
+        (dict(dim=5, probs=torch.tensor([1.2, -0.2])), "positive"),
+        (dict(dim=2, probs=torch.full((3,), 1 / 3)), "K=3"),
+    ],
+)
+def test_bad_feature_sets_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        DiscreteFeatures(**kwargs)
+
+
+def test_zero_q_gives_uniform_attention_and_the_context_mean(gen):
+    task = DiscreteFeatures(dim=6, probs=imbalanced_probs(5, 0.5))
+    prompt = task.sample(64, 9, gen)
+    assert torch.allclose(sa.predict(prompt, torch.zeros(6, 6)), prompt.y.mean(1), atol=1e-6)
+    counts = sa.sample_counts(task.probs, 9, 32, gen)
+    attn = sa.feature_attention(torch.zeros(5, 5, dtype=torch.float64), counts)
+    assert torch.allclose(attn, (counts / 9)[:, None, :].expand_as(attn))
+
+
+def test_reduced_loss_matches_the_token_level_model(gen):
+    """The per-feature loss in closed form over tasks matches a Monte Carlo run of the d-dimensional model."""
+    K, n = 4, 12
+    task = DiscreteFeatures(dim=7, probs=imbalanced_probs(K, 0.5), seed=3)
+    w = torch.tensor([[1.5, -0.3, 0.2, 0.0], [0.4, 2.0, -0.5, 0.1], [0.0, 0.3, 1.0, -0.2], [-0.6, 0.0, 0.2, 0.8]],
+                     dtype=torch.float64)
+    q = task.features @ w @ task.features.T
+    prompt, idx = task.sample_with_labels(200_000, n, gen)
+    sq = 0.5 * (sa.predict(prompt, q.float()) - prompt.y_query).double().square()
+    mc = torch.stack([sq[idx[:, -1] == k].mean() for k in range(K)])
+    exact = sa.per_feature_loss(w, sa.sample_counts(task.probs, n, 200_000, gen))
+    assert torch.allclose(mc, exact, rtol=0.03, atol=1e-3)
+    assert torch.allclose(sa.feature_weights(q, task.features), w, atol=1e-10)
+
+
+def test_attention_rows_sum_to_one_and_skip_absent_features(gen):
+    counts = torch.tensor([[3.0, 0.0, 1.0]], dtype=torch.float64)
+    attn = sa.feature_attention(torch.randn(3, 3, dtype=torch.float64, generator=gen), counts)
+    assert torch.allclose(attn.sum(2), torch.ones(1, 3, dtype=attn.dtype))
+    assert torch.all(attn[:, :, 1] == 0)
+
+
+def test_gradient_descent_on_a_quadratic():
+    target = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    theta, hist = gradient_descent(lambda t: (t - target).square().sum(), torch.zeros(2, dtype=torch.float64),
+                                   steps=200, lr=0.1, record_every=50, progress=False)
+    assert torch.allclose(theta, target, atol=1e-8)
+    assert list(hist.steps) == [0, 50, 100, 150, 200]
+    assert np.all(np.diff(hist.records["loss"]) < 0)
+    with pytest.raises(FloatingPointError, match="step"):
+        gradient_descent(lambda t: (t * 1e200).square().sum() * 1e200, torch.ones(1, dtype=torch.float64),
+                         steps=5, lr=1.0, progress=False)
