@@ -102,6 +102,3 @@ class Prompt:
     def take(self, index: slice | Tensor) -> "Prompt":
         """The prompts selected by ``index`` along the batch dimension (a slice, indices or a boolean mask)."""
         return Prompt(self.x[index], self.y[index], self.x_query[index], self.y_query[index])
-
-    def to(self, device: torch.device | str) -> "Prompt":
-        return Prompt(*(t.to(device) for t in (self.x, self.y, self.x_query, self.y_query)))

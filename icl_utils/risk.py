@@ -40,7 +40,7 @@ def model_errors(model: nn.Module, prompt: Prompt, chunk_size: int = 4096) -> Te
     chunk_size = checks.positive_int("chunk_size", chunk_size)
     was_training = model.training
     model.eval()
-    xs, ys = prompt.points()
+    ys = prompt.points()[1]
     out = []
     for start in range(0, prompt.batch_size, chunk_size):
         part = prompt.take(slice(start, start + chunk_size))
