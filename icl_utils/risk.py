@@ -55,3 +55,75 @@ def mean_and_band(errors: Tensor, z: float = 1.96) -> tuple[Tensor, Tensor]:
         raise ValueError("errors must be a tensor with at least two prompts along dim 0")
     errors = errors.double().cpu()
     return errors.mean(0), z * errors.std(0) / math.sqrt(errors.shape[0])
+
+
+def _gaussian_task(task: object) -> tuple[Tensor, Tensor, Tensor, float]:
+    """``(beta*, Psi, H, sigma^2)`` of a Gaussian linear-regression task family, in float64."""
+    from icl_utils.tasks.linear import LinearRegression
+
+    if not isinstance(task, LinearRegression):
+        raise TypeError(f"task must be a LinearRegression, got {type(task).__name__}")
+    return task.mean(), task.cov(), task.input_cov(), task.noise_var
+
+
+def gd_beta_risk(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tensor:
+    """The exact ICL risk of one GD step from ``beta0`` with matrix step ``gamma`` (chapter 4's GD-beta).
+
+    For ``beta ~ N(beta*, Psi)``, ``x ~ N(0, H)``, noise variance ``sigma^2`` and ``n`` examples, with
+    ``A = Gamma^T H Gamma`` and ``M = Psi + (beta* - beta0)(beta* - beta0)^T``, Wishart moments give::
+
+        R = sigma^2 + tr[(H - H Gamma^T H - H Gamma H + (1 + 1/n) H A H) M] + tr(A H) (tr(H M) + sigma^2) / n.
+
+    Differentiable in ``beta0`` and ``gamma`` (float64), so gradient flow on it is exact.
+    """
+    mean, psi, h, noise = _gaussian_task(task)
+    n = checks.positive_int("n", n)
+    d = mean.shape[0]
+    if not isinstance(beta0, Tensor) or tuple(beta0.shape) != (d,):
+        raise ValueError(f"beta0 must be a tensor of shape ({d},)")
+    if not isinstance(gamma, Tensor) or tuple(gamma.shape) != (d, d):
+        raise ValueError(f"gamma must be a tensor of shape ({d}, {d})")
+    beta0, gamma = beta0.double().cpu(), gamma.double().cpu()
+    shift = mean - beta0
+    m = psi + torch.outer(shift, shift)
+    a = gamma.T @ h @ gamma
+    bias = torch.trace((h - h @ gamma.T @ h - h @ gamma @ h + (1 + 1 / n) * h @ a @ h) @ m)
+    return noise + bias + torch.trace(a @ h) * (torch.trace(h @ m) + noise) / n
+
+
+def optimal_gd_step(task: object, n: int, beta0: Tensor | None = None) -> Tensor:
+    """The matrix step minimizing :func:`gd_beta_risk` for a fixed initialization (the task mean by default).
+
+    Setting the gradient in ``Gamma`` to zero gives ``Gamma H ((1 + 1/n) H M H + c H) = M H`` with
+    ``c = (tr(H M) + sigma^2) / n``; for invertible ``H``, ``Gamma = M ((1 + 1/n) H M + c I)^{-1}`` (Theorem 5.2's
+    optimum when ``beta0 = beta*``, the best GD-0 step when ``beta0 = 0``). Solved with a pseudo-inverse, so a
+    singular ``H`` or ``Psi`` is allowed.
+    """
+    mean, psi, h, noise = _gaussian_task(task)
+    n = checks.positive_int("n", n)
+    beta0 = mean if beta0 is None else checks.vector("beta0", beta0, mean.shape[0])
+    shift = mean - beta0
+    m = psi + torch.outer(shift, shift)
+    c = (torch.trace(h @ m) + noise) / n
+    return m @ h @ torch.linalg.pinv((1 + 1 / n) * h @ m @ h + c * h, hermitian=True)
+
+
+def bayes_risk(task: object, n: int, generator: torch.Generator, n_mc: int = 20_000) -> tuple[float, float]:
+    """The Bayes ICL risk ``sigma^2 + E_X tr(H Sigma_post(X))`` and its Monte Carlo standard error.
+
+    The posterior covariance ``Psi - Psi X^T (X Psi X^T + sigma^2 I)^{-1} X Psi`` does not depend on the labels or
+    on ``beta*``, so only the inputs ``X`` are sampled (``n_mc`` draws, on the CPU in float64).
+    """
+    mean, psi, h, noise = _gaussian_task(task)
+    n = checks.positive_int("n", n)
+    n_mc = checks.positive_int("n_mc", n_mc, minimum=2)
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    d = mean.shape[0]
+    x = torch.randn(n_mc, n, d, generator=generator, device=generator.device).double().cpu() @ checks.psd_sqrt(h)
+    kernel = x @ psi @ x.transpose(1, 2) + noise * torch.eye(n, dtype=torch.float64)
+    xpsi = x @ psi
+    solve = torch.linalg.solve if noise > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
+    post = psi - xpsi.transpose(1, 2) @ solve(kernel, xpsi)
+    excess = torch.einsum("ij,bji->b", h, post)
+    return noise + excess.mean().item(), excess.std().item() / math.sqrt(n_mc)

@@ -105,7 +105,8 @@ def train(
 
     Each step draws ``batch_size`` fresh prompts of ``n_points`` points (the query included), or the curriculum's
     current size, on the generator's device (the model must live there too), and takes one Adam step on the mean
-    squared error over all x positions. ``schedule`` is ``"constant"`` (Garg et al.) or ``"cosine"`` (a linear
+    squared error over all x positions (a model that returns ``(B, n+1)``, like the GPT) or at the query alone
+    (a model that returns ``(B,)``, like the linear attention models of chapter 4). ``schedule`` is ``"constant"`` (Garg et al.) or ``"cosine"`` (a linear
     warm-up over the first 5% of steps, then cosine decay to zero), which reaches a lower loss in a short run. ``bf16`` runs the forward pass under bfloat16 autocast on CUDA (ignored on
     the CPU). The progress bar shows the loss every ``log_every`` steps; nothing else syncs with the host.
     """
@@ -137,9 +138,9 @@ def train(
     for step in bar:
         dims, points = curriculum.at(step) if curriculum is not None else (None, n_points)
         prompt = task.sample(batch_size, points - 1, generator, active_dims=dims)
-        targets = prompt.points()[1]
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_bf16):
             preds = model(prompt)
+        targets = prompt.points()[1] if preds.ndim == 2 else prompt.y_query
         loss = (preds.float() - targets).square().mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

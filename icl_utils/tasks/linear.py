@@ -54,6 +54,10 @@ class LinearRegression:
         """The prior covariance as a float64 CPU tensor."""
         return self.prior_cov if self.prior_cov is not None else torch.eye(self.dim, dtype=torch.float64)
 
+    def input_cov(self) -> Tensor:
+        """The covariance ``H`` of the inputs as a float64 CPU tensor."""
+        return self.x_cov if self.x_cov is not None else torch.eye(self.dim, dtype=torch.float64)
+
     def sample_weights(self, batch: int, generator: torch.Generator) -> Tensor:
         """``batch`` task vectors ``w`` of shape ``(batch, dim)`` on the generator's device."""
         batch = checks.positive_int("batch", batch)

@@ -1,0 +1,220 @@
+"""Linear attention models of chapter 4 (Zhang, Wu and Bartlett 2024), written as the paper defines them.
+
+A prompt becomes the token matrix (3.1), one column per example and the query last with its label slot zero::
+
+    Z = [[x_1, ..., x_n, x_query],
+         [y_1, ..., y_n,       0]]      shape (d+1, n+1)
+
+and the mask (3.2), ``M = diag(1, ..., 1, 0)``, keeps the query column out of the keys and values. Every model here
+maps a :class:`~icl_utils.prompts.Prompt` to its prediction at the query, shape ``(B,)``:
+
+* :class:`LSA`, linear self-attention (3.4): ``[Z + W_P W_V Z M Z^T W_K^T W_Q Z / n]_{-1,-1}``;
+* :class:`LTB`, a linear transformer block (3.3): the same attention followed by a linear MLP with its residual,
+  ``[(I + W_2^T W_1)(Z + W_P W_V Z M Z^T W_K^T W_Q Z / n)]_{-1,-1}``;
+* :class:`GDBeta`, one gradient step from a learnable initialization (5.1),
+  ``<beta_0 + Gamma X^T (y - X beta_0) / n, x_query>``, and :func:`GD0`, the same from ``beta_0 = 0``;
+* :class:`GDPlusPlus`, von Oswald et al.'s GD++: a curvature correction ``x <- (I - gamma X^T X / n) x`` of every
+  input, then one preconditioned gradient step from zero on the corrected inputs.
+
+:func:`ltb_from_gd_beta` writes a GD-beta model as an LTB (Lemma 5.1), and :func:`gd_beta_from_ltb` reads the
+GD-beta model off an LTB's weights.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from icl_utils import checks
+from icl_utils.prompts import Prompt
+
+
+def token_matrix(prompt: Prompt) -> Tensor:
+    """The token matrices (3.1) of a batch of prompts, shape ``(B, d+1, n+1)``."""
+    if not isinstance(prompt, Prompt):
+        raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
+    x = torch.cat([prompt.x, prompt.x_query[:, None, :]], dim=1)
+    y = torch.cat([prompt.y, torch.zeros_like(prompt.y_query)[:, None]], dim=1)
+    return torch.cat([x, y[..., None]], dim=2).transpose(1, 2)
+
+
+def attention_mask(n: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
+    """The mask (3.2): ``diag(1, ..., 1, 0)`` of size ``n + 1``, so only the ``n`` context columns are attended."""
+    n = checks.positive_int("n", n)
+    return torch.diag(torch.cat([torch.ones(n), torch.zeros(1)])).to(dtype=dtype, device=device)
+
+
+class QueryModel(nn.Module):
+    """What the models of this module share: a prompt check and ``predict`` (no gradient, query only)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = checks.positive_int("dim", dim)
+
+    def _check(self, prompt: object) -> Prompt:
+        if not isinstance(prompt, Prompt):
+            raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
+        if prompt.dim != self.dim:
+            raise ValueError(f"prompt has dimension {prompt.dim}, but the model reads dim={self.dim}")
+        if prompt.n_context < 1:
+            raise ValueError("prompt must have at least one context example")
+        return prompt
+
+    @torch.no_grad()
+    def predict(self, prompt: Prompt) -> Tensor:
+        return self(prompt)
+
+
+def _param(shape: tuple[int, ...], std: float) -> nn.Parameter:
+    return nn.Parameter(std * torch.randn(shape))
+
+
+class LTB(QueryModel):
+    """A linear transformer block (3.3); with ``mlp=False`` it is the linear self-attention (3.4).
+
+    Weights are square, ``(d+1) x (d+1)`` for ``W_P, W_V, W_K, W_Q`` and ``mlp_width x (d+1)`` for ``W_1, W_2``
+    (default width ``d + 1``), initialized with independent ``N(0, init_std^2)`` entries.
+    """
+
+    def __init__(self, dim: int, *, mlp: bool = True, mlp_width: int | None = None, init_std: float = 0.3):
+        super().__init__(dim)
+        init_std = checks.nonnegative_float("init_std", init_std)
+        e = dim + 1
+        self.W_P, self.W_V, self.W_K, self.W_Q = (_param((e, e), init_std) for _ in range(4))
+        self.mlp = bool(mlp)
+        if self.mlp:
+            width = checks.positive_int("mlp_width", mlp_width if mlp_width is not None else e)
+            self.W_1, self.W_2 = _param((width, e), init_std), _param((width, e), init_std)
+
+    def forward(self, prompt: Prompt) -> Tensor:
+        prompt = self._check(prompt)
+        z = token_matrix(prompt)
+        n = prompt.n_context
+        mask = attention_mask(n, z.dtype, z.device)
+        attn = self.W_P @ self.W_V @ (z @ mask @ z.transpose(1, 2)) @ self.W_K.T @ self.W_Q @ z / n
+        h = z + attn
+        if self.mlp:
+            h = h + self.W_2.T @ self.W_1 @ h
+        return h[:, -1, -1]
+
+
+def LSA(dim: int, *, init_std: float = 0.3) -> LTB:
+    """Linear self-attention (3.4): an :class:`LTB` without its MLP."""
+    return LTB(dim, mlp=False, init_std=init_std)
+
+
+class GDBeta(QueryModel):
+    """One gradient step on ``(1/2n) ||y - X beta||^2`` from ``beta_0`` with matrix step ``Gamma`` (5.1).
+
+    The prediction is ``<beta_0 + Gamma X^T (y - X beta_0) / n, x_query>``. With ``learnable_init=False`` the
+    initialization stays at zero (GD-0). Parameters start at zero unless given.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        learnable_init: bool = True,
+        beta0: Tensor | None = None,
+        gamma: Tensor | None = None,
+    ):
+        super().__init__(dim)
+        gamma = torch.zeros(dim, dim) if gamma is None else _matrix("gamma", gamma, dim)
+        self.gamma = nn.Parameter(gamma.float().clone())
+        if learnable_init:
+            beta0 = torch.zeros(dim) if beta0 is None else checks.vector("beta0", beta0, dim)
+            self.beta0 = nn.Parameter(beta0.float().clone())
+        else:
+            if beta0 is not None:
+                raise ValueError("beta0 is given but learnable_init=False fixes it at zero")
+            self.register_buffer("beta0", torch.zeros(dim))
+
+    def forward(self, prompt: Prompt) -> Tensor:
+        prompt = self._check(prompt)
+        x, y = prompt.x, prompt.y
+        resid = y - x @ self.beta0
+        beta = self.beta0 + (x.transpose(1, 2) @ resid[..., None])[..., 0] @ self.gamma.T / prompt.n_context
+        return (beta * prompt.x_query).sum(-1)
+
+
+def GD0(dim: int, *, gamma: Tensor | None = None) -> GDBeta:
+    """One gradient step from zero with matrix step ``Gamma``: what an optimal LSA computes when the task mean is 0."""
+    return GDBeta(dim, learnable_init=False, gamma=gamma)
+
+
+class GDPlusPlus(QueryModel):
+    """GD++ (von Oswald et al. 2023): correct every input by ``x <- (I - gamma X^T X / n) x``, then take one
+    gradient step from zero with matrix step ``Gamma`` on the corrected inputs and predict at the corrected query.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__(dim)
+        self.gamma = nn.Parameter(torch.zeros(dim, dim))
+        self.curvature = nn.Parameter(torch.zeros(()))
+
+    def forward(self, prompt: Prompt) -> Tensor:
+        prompt = self._check(prompt)
+        n = prompt.n_context
+        x, xq = prompt.x, prompt.x_query
+        eye = torch.eye(self.dim, dtype=x.dtype, device=x.device)
+        correction = eye - self.curvature * (x.transpose(1, 2) @ x) / n
+        x, xq = x @ correction, (xq[:, None, :] @ correction)[:, 0]
+        beta = (x.transpose(1, 2) @ prompt.y[..., None])[..., 0] @ self.gamma.T / n
+        return (beta * xq).sum(-1)
+
+
+def _matrix(name: str, value: object, dim: int) -> Tensor:
+    t = torch.as_tensor(value, dtype=torch.float64) if not isinstance(value, Tensor) else value.double()
+    if tuple(t.shape) != (dim, dim):
+        raise ValueError(f"{name} must have shape ({dim}, {dim}), got {tuple(t.shape)}")
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name} must be finite")
+    return t.cpu()
+
+
+@torch.no_grad()
+def ltb_from_gd_beta(model: GDBeta) -> LTB:
+    """The LTB of Lemma 5.1 that computes the same function as a GD-beta model.
+
+    ``W_K = I`` and ``W_Q = [[Gamma^T, 0], [0, 0]]`` make the attention scores ``x_i^T Gamma^T x_query``;
+    ``W_P = I`` and a value map with last row ``(-beta_0, 1)`` make the values the residuals ``y_i - <beta_0, x_i>``;
+    a width-one MLP adds ``<beta_0, x_query>`` to the output.
+    """
+    if not isinstance(model, GDBeta):
+        raise TypeError(f"model must be a GDBeta, got {type(model).__name__}")
+    d = model.dim
+    ltb = LTB(d, mlp=True, mlp_width=1, init_std=0.0)
+    beta0, gamma = model.beta0.detach().cpu().float(), model.gamma.detach().cpu().float()
+    ltb.W_P.copy_(torch.eye(d + 1))
+    ltb.W_K.copy_(torch.eye(d + 1))
+    ltb.W_Q.zero_()
+    ltb.W_Q[:d, :d] = gamma.T
+    ltb.W_V.zero_()
+    ltb.W_V[d, :d] = -beta0
+    ltb.W_V[d, d] = 1.0
+    ltb.W_1.zero_()
+    ltb.W_1[0, :d] = beta0
+    ltb.W_2.zero_()
+    ltb.W_2[0, d] = 1.0
+    return ltb
+
+
+@torch.no_grad()
+def gd_beta_from_ltb(model: LTB) -> GDBeta:
+    """Read the GD-beta model off an LTB's weights (the characterization of optimal LTBs, Theorem 5.3).
+
+    The LTB's prediction is ``<c, x_query> + u^T S B x_query``, with ``c`` and ``u = (W_P W_V)^T c_full`` read from
+    the last row ``c_full`` of ``I + W_2^T W_1``, ``B`` the first ``d`` columns of ``W_K^T W_Q`` and
+    ``S = Z M Z^T / n``. The GD-beta reading keeps ``beta_0 = c`` and ``Gamma = (u_{d+1} B_{:d})^T``; it computes the
+    same function exactly when the remaining parts vanish (``u_{:d} = -u_{d+1} beta_0`` and ``B_{d+1} = 0``),
+    which Theorem 5.3 shows every optimal LTB satisfies.
+    """
+    if not isinstance(model, LTB):
+        raise TypeError(f"model must be an LTB, got {type(model).__name__}")
+    if not model.mlp:
+        raise ValueError("an LSA has no MLP, so no learnable initialization to read; use an LTB")
+    d = model.dim
+    c_full = (torch.eye(d + 1) + model.W_2.T.cpu() @ model.W_1.cpu())[d]
+    u = (model.W_P.cpu() @ model.W_V.cpu()).T @ c_full
+    b = (model.W_K.T.cpu() @ model.W_Q.cpu())[:, :d]
+    return GDBeta(d, beta0=c_full[:d], gamma=(u[d] * b[:d]).T)

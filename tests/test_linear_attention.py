@@ -1,0 +1,172 @@
+"""Chapter 4's linear attention models and the closed-form risks of one-step GD (Zhang, Wu and Bartlett 2024)."""
+
+import pytest
+import torch
+
+from icl_utils import risk
+from icl_utils.models.linear_attention import (
+    GD0,
+    LSA,
+    LTB,
+    GDBeta,
+    GDPlusPlus,
+    attention_mask,
+    gd_beta_from_ltb,
+    ltb_from_gd_beta,
+    token_matrix,
+)
+from icl_utils.tasks import LinearRegression
+
+
+def _task(d=3, noise_std=0.5, shift=1.0):
+    cov = torch.tensor([[1.0, 0.2, 0.0], [0.2, 0.5, 0.1], [0.0, 0.1, 0.8]], dtype=torch.float64)[:d, :d]
+    x_cov = torch.tensor([[1.5, 0.3, 0.0], [0.3, 1.0, 0.0], [0.0, 0.0, 0.7]], dtype=torch.float64)[:d, :d]
+    mean = shift * torch.linspace(1.0, -0.5, d, dtype=torch.float64)
+    return LinearRegression(dim=d, noise_std=noise_std, prior_mean=mean, prior_cov=cov, x_cov=x_cov)
+
+
+def test_token_matrix_and_mask_follow_the_paper(gen):
+    p = LinearRegression(dim=3).sample(2, 4, gen)
+    z = token_matrix(p)
+    assert z.shape == (2, 4, 5)
+    assert torch.equal(z[:, :3, :4], p.x.transpose(1, 2)) and torch.equal(z[:, 3, :4], p.y)
+    assert torch.equal(z[:, :3, 4], p.x_query) and torch.all(z[:, 3, 4] == 0)
+    m = attention_mask(4)
+    assert torch.equal(torch.diag(m), torch.tensor([1.0, 1, 1, 1, 0])) and m.sum() == 4
+    # Z M Z^T / n is the second-moment matrix of the context examples alone
+    s = z @ m @ z.transpose(1, 2) / 4
+    assert torch.allclose(s[:, :3, 3], (p.x * p.y[..., None]).mean(1), atol=1e-6)
+
+
+def test_lsa_with_the_gd0_construction_is_one_gradient_step(gen):
+    d, n = 3, 6
+    gamma = torch.tensor([[0.5, 0.1, 0.0], [0.0, 0.8, -0.2], [0.3, 0.0, 1.0]])
+    lsa = LSA(d, init_std=0.0)
+    with torch.no_grad():
+        lsa.W_P.copy_(torch.eye(d + 1))
+        lsa.W_K.copy_(torch.eye(d + 1))
+        lsa.W_V[d, d] = 1.0  # values are the labels
+        lsa.W_Q[:d, :d] = gamma.T  # scores x_i^T Gamma^T x_query
+    p = LinearRegression(dim=d, noise_std=0.3).sample(64, n, gen)
+    w = (p.x * p.y[..., None]).mean(1) @ gamma.T  # one GD step from zero, matrix step Gamma
+    assert torch.allclose(lsa.predict(p), (w * p.x_query).sum(-1), atol=1e-5)
+    assert torch.allclose(GD0(d, gamma=gamma).predict(p), lsa.predict(p), atol=1e-5)
+
+
+def test_gd_beta_written_as_an_ltb_is_the_same_function(gen):
+    d = 3
+    model = GDBeta(d, beta0=torch.tensor([1.0, -2.0, 0.5]), gamma=torch.randn(d, d, generator=gen))
+    ltb = ltb_from_gd_beta(model)
+    p = _task().sample(128, 7, gen)
+    assert torch.allclose(ltb.predict(p), model.predict(p), atol=1e-4)
+    # and reading the GD-beta model back off the LTB recovers it
+    back = gd_beta_from_ltb(ltb)
+    assert torch.allclose(back.beta0, model.beta0) and torch.allclose(back.gamma, model.gamma, atol=1e-6)
+
+
+def test_gd_beta_step_matches_autograd(gen):
+    d, n = 3, 5
+    model = GDBeta(d, beta0=torch.randn(d, generator=gen), gamma=torch.randn(d, d, generator=gen))
+    p = _task().sample(4, n, gen)
+    for b in range(4):
+        beta = model.beta0.detach().clone().requires_grad_(True)
+        loss = 0.5 * (p.y[b] - p.x[b] @ beta).square().mean()
+        (grad,) = torch.autograd.grad(loss, beta)
+        w = model.beta0 - model.gamma @ grad
+        assert torch.allclose(model.predict(p)[b], w @ p.x_query[b], atol=1e-5)
+
+
+@pytest.mark.parametrize("init", ["mean", "zero", "other"])
+def test_closed_form_gd_beta_risk_matches_monte_carlo(gen, init):
+    task, n = _task(), 6
+    beta0 = {"mean": task.mean(), "zero": torch.zeros(3, dtype=torch.float64), "other": torch.tensor([0.3, 1.0, -1.0])}[init]
+    gamma = torch.tensor([[0.6, 0.1, 0.0], [-0.1, 0.9, 0.2], [0.0, 0.3, 0.7]], dtype=torch.float64)
+    exact = risk.gd_beta_risk(task, n, beta0, gamma).item()
+    p = task.sample(200_000, n, gen)
+    errors = (GDBeta(3, beta0=beta0, gamma=gamma).predict(p).double() - p.y_query.double()).square()
+    se = errors.std().item() / len(errors) ** 0.5
+    assert abs(errors.mean().item() - exact) < 4 * se, (errors.mean().item(), exact, se)
+
+
+def test_optimal_gd_step_is_a_stationary_point_and_beats_perturbations():
+    task, n = _task(), 8
+    for beta0 in (task.mean(), torch.zeros(3, dtype=torch.float64)):
+        gamma = risk.optimal_gd_step(task, n, beta0).requires_grad_(True)
+        value = risk.gd_beta_risk(task, n, beta0, gamma)
+        (grad,) = torch.autograd.grad(value, gamma)
+        assert grad.abs().max() < 1e-9
+        for _ in range(5):
+            other = gamma.detach() + 0.05 * torch.randn(3, 3, dtype=torch.float64)
+            assert risk.gd_beta_risk(task, n, beta0, other) > value
+    # the best initialization is the task mean: GD-beta beats GD-0 when the mean is not zero
+    best = risk.gd_beta_risk(task, n, task.mean(), risk.optimal_gd_step(task, n))
+    zero = torch.zeros(3, dtype=torch.float64)
+    assert best < risk.gd_beta_risk(task, n, zero, risk.optimal_gd_step(task, n, zero)) - 0.1
+
+
+def test_bayes_risk_matches_posterior_mean_and_lies_below_gd_beta(gen):
+    task, n = _task(), 6
+    bayes, se = risk.bayes_risk(task, n, gen, n_mc=20_000)
+    p = task.sample(200_000, n, gen)
+    errors = (task.posterior_mean(p).double() - p.y_query.double()).square()
+    mc_se = errors.std().item() / len(errors) ** 0.5
+    assert abs(errors.mean().item() - bayes) < 4 * (se + mc_se)
+    assert bayes < risk.gd_beta_risk(task, n, task.mean(), risk.optimal_gd_step(task, n)).item()
+
+
+def test_gd_plus_plus_with_zero_curvature_is_gd0(gen):
+    d = 3
+    gpp = GDPlusPlus(d)
+    with torch.no_grad():
+        gpp.gamma.copy_(torch.eye(d) * 0.7)
+    p = _task().sample(32, 5, gen)
+    assert torch.allclose(gpp.predict(p), GD0(d, gamma=torch.eye(d) * 0.7).predict(p), atol=1e-6)
+    with torch.no_grad():
+        gpp.curvature.fill_(0.2)
+    assert not torch.allclose(gpp.predict(p), GD0(d, gamma=torch.eye(d) * 0.7).predict(p), atol=1e-3)
+
+
+def test_models_are_permutation_invariant_in_the_context(gen):
+    p = _task().sample(16, 6, gen)
+    perm = torch.randperm(6, generator=gen)
+    q = type(p)(x=p.x[:, perm], y=p.y[:, perm], x_query=p.x_query, y_query=p.y_query)
+    torch.manual_seed(0)
+    for model in (LTB(3), LSA(3), GDBeta(3, beta0=torch.ones(3), gamma=torch.eye(3)), GDPlusPlus(3)):
+        assert torch.allclose(model.predict(p), model.predict(q), atol=1e-4)
+
+
+def test_bad_arguments_raise_clear_errors(gen):
+    task = _task()
+    with pytest.raises(TypeError, match="prompt"):
+        LTB(3)(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="dimension"):
+        LTB(4)(task.sample(2, 3, gen))
+    with pytest.raises(ValueError, match="gamma"):
+        GDBeta(3, gamma=torch.eye(2))
+    with pytest.raises(ValueError, match="beta0"):
+        GDBeta(3, beta0=torch.ones(4))
+    with pytest.raises(ValueError, match="learnable_init"):
+        GDBeta(3, learnable_init=False, beta0=torch.ones(3))
+    with pytest.raises(ValueError, match="gamma"):
+        risk.gd_beta_risk(task, 5, torch.zeros(3), torch.eye(4))
+    with pytest.raises(ValueError, match="n"):
+        risk.optimal_gd_step(task, 0)
+    with pytest.raises(TypeError, match="task"):
+        risk.bayes_risk("linear", 5, gen)
+    with pytest.raises(ValueError, match="MLP"):
+        gd_beta_from_ltb(LSA(3))
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        LinearRegression(dim=2, prior_cov=torch.tensor([[1.0, 0.0], [0.0, -1.0]]))
+
+
+def test_training_gd_beta_on_sampled_prompts_reaches_the_closed_form_optimum(gen):
+    from icl_utils.train import train
+
+    task, n = _task(), 6
+    model = GDBeta(3)
+    hist = train(model, task, steps=400, batch_size=256, n_points=n + 1, generator=gen, lr=0.05,
+                 schedule="cosine", progress=False)
+    best = risk.gd_beta_risk(task, n, task.mean(), risk.optimal_gd_step(task, n)).item()
+    reached = risk.gd_beta_risk(task, n, model.beta0.detach(), model.gamma.detach()).item()
+    assert hist.losses[:20].mean() > 2 * best  # it did have to learn
+    assert reached < 1.05 * best, (reached, best)
