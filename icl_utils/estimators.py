@@ -108,3 +108,70 @@ def nearest_neighbours(prompt: Prompt, k: int = 3) -> Tensor:
     dist = (prompt.x - prompt.x_query[:, None, :]).square().sum(-1)
     idx = dist.topk(min(k, prompt.n_context), dim=1, largest=False).indices
     return prompt.y.gather(1, idx).mean(1)
+
+
+def kernel_ridge(prompt: Prompt, lams: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0), bandwidth: float | None = None) -> Tensor:
+    """Gaussian-kernel ridge regression on the prompt alone, its penalty tuned per prompt by leave-one-out.
+
+    The kernel is ``exp(-||x - x'||^2 / (2 h^2))`` with ``h = sqrt(d)`` unless ``bandwidth`` is given. For each
+    penalty ``lam`` in ``lams`` the leave-one-out residuals have the closed form ``alpha_i / [(K + lam I)^{-1}]_ii``;
+    each prompt uses the penalty with the smallest leave-one-out error.
+    """
+    prompt = _check_prompt(prompt)
+    if not lams or any(checks.nonnegative_float("lams", lam, strict=True) <= 0 for lam in lams):
+        raise ValueError("lams must be a non-empty sequence of positive penalties")
+    h = checks.nonnegative_float("bandwidth", bandwidth, strict=True) if bandwidth is not None else prompt.dim**0.5
+    if prompt.n_context == 0:
+        return torch.zeros_like(prompt.y_query)
+    x, y, xq = prompt.x.double(), prompt.y.double(), prompt.x_query.double()
+    kernel = torch.exp(-torch.cdist(x, x).square() / (2 * h * h))
+    k_query = torch.exp(-(x - xq[:, None, :]).square().sum(-1) / (2 * h * h))
+    eye = torch.eye(prompt.n_context, dtype=x.dtype, device=x.device)
+    best_loo = torch.full_like(y[:, 0], float("inf"))
+    best_pred = torch.zeros_like(y[:, 0])
+    for lam in lams:
+        inv = torch.linalg.inv(kernel + lam * eye)
+        alpha = (inv @ y[..., None])[..., 0]
+        loo = (alpha / torch.diagonal(inv, dim1=1, dim2=2)).square().mean(1)
+        pred = (k_query * alpha).sum(1)
+        better = loo < best_loo
+        best_loo, best_pred = torch.where(better, loo, best_loo), torch.where(better, pred, best_pred)
+    return best_pred.to(prompt.x.dtype)
+
+
+def two_layer_network(
+    prompt: Prompt, width: int = 64, steps: int = 300, lr: float = 1e-2, weight_decay: float = 1e-3, seed: int = 0
+) -> Tensor:
+    """A two-layer ReLU network ``sum_j a_j ReLU(<w_j, x> + b_j)`` fitted to each prompt's examples alone.
+
+    One network per prompt, all trained at once (batched parameters) by ``steps`` full-batch Adam steps on the
+    mean squared error plus ``weight_decay`` times the squared weights; first-layer rows start uniform on the
+    sphere, the output layer at zero. Returns the prediction at each query.
+    """
+    prompt = _check_prompt(prompt)
+    width = checks.positive_int("width", width)
+    steps = checks.positive_int("steps", steps)
+    lr = checks.nonnegative_float("lr", lr, strict=True)
+    weight_decay = checks.nonnegative_float("weight_decay", weight_decay)
+    if prompt.n_context == 0:
+        return torch.zeros_like(prompt.y_query)
+    g = torch.Generator(device=prompt.x.device).manual_seed(checks.positive_int("seed", seed, minimum=0))
+    batch, dim = prompt.batch_size, prompt.dim
+    w = torch.randn(batch, width, dim, generator=g, device=prompt.x.device)
+    w = (w / w.norm(dim=2, keepdim=True)).requires_grad_(True)
+    b = torch.zeros(batch, width, device=prompt.x.device, requires_grad=True)
+    a = torch.zeros(batch, width, device=prompt.x.device, requires_grad=True)
+
+    def net(x: Tensor) -> Tensor:
+        return (torch.relu(x @ w.transpose(1, 2) + b[:, None, :]) * a[:, None, :]).sum(-1)
+
+    optimizer = torch.optim.Adam([w, b, a], lr=lr)
+    with torch.enable_grad():
+        for _ in range(steps):
+            loss = (net(prompt.x) - prompt.y).square().mean(1).sum()
+            loss = loss + weight_decay * (w.square().sum() + a.square().sum())
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+    with torch.no_grad():
+        return net(prompt.x_query[:, None, :])[:, 0]

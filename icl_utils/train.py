@@ -212,3 +212,79 @@ def gradient_descent(
     keep(steps)
     history = GDHistory(steps=np.asarray(kept_steps), records={k: np.stack(v) for k, v in kept.items()})
     return theta.detach(), history
+
+
+def one_step_feature_update(
+    model: nn.Module,
+    task: TaskFamily,
+    *,
+    n_tasks: int,
+    n: int,
+    lr: float,
+    weight_decay: float,
+    generator: torch.Generator,
+    chunk_size: int = 1024,
+) -> None:
+    """Stage 1 of Oko et al. (2024): one gradient step on the first-layer weights ``W`` of a
+    :class:`~icl_utils.models.linear_attention.FeatureAttention`, in place,
+
+        W <- W - lr * (grad_W (1/T1) sum_t (y_q,t - f(X_t, Y_t, x_q,t))^2 + weight_decay * W),
+
+    over ``n_tasks`` fresh prompts of ``n`` examples (the gradient accumulated in chunks of prompts). With
+    ``lr * weight_decay = 1`` the initial ``W`` cancels and the step keeps the gradient alone.
+    """
+    n_tasks = checks.positive_int("n_tasks", n_tasks)
+    n = checks.positive_int("n", n)
+    lr = checks.nonnegative_float("lr", lr, strict=True)
+    weight_decay = checks.nonnegative_float("weight_decay", weight_decay)
+    chunk_size = checks.positive_int("chunk_size", chunk_size)
+    if not hasattr(model, "W"):
+        raise TypeError("model must have first-layer weights W (a FeatureAttention)")
+    grad = torch.zeros_like(model.W)
+    for start in range(0, n_tasks, chunk_size):
+        batch = min(chunk_size, n_tasks - start)
+        prompt = task.sample(batch, n, generator)
+        loss = (model(prompt) - prompt.y_query).square().sum() / n_tasks
+        (g,) = torch.autograd.grad(loss, model.W)
+        grad += g
+    with torch.no_grad():
+        model.W -= lr * (grad + weight_decay * model.W)
+
+
+def fit_attention_ridge(
+    model: nn.Module,
+    task: TaskFamily,
+    *,
+    n_tasks: int,
+    n: int,
+    lam: float,
+    generator: torch.Generator,
+) -> None:
+    """Stage 2 of Oko et al. (2024): set ``Gamma`` of a feature-attention model, in place, to the ridge solution
+
+        argmin_Gamma (1/T2) sum_t (y_q,t - a_t^T Gamma f_t)^2 + lam ||Gamma||_F^2,
+
+    with ``a_t = (1/n) sum_i y_i f(x_i)`` and ``f_t = f(x_q,t)`` over ``n_tasks`` fresh prompts. The problem is
+    ridge regression on the features ``vec(a_t f_t^T)``; it is solved in the primal (``m^2`` unknowns) or in the
+    kernel form ``K = (A A^T) * (F F^T)``, whichever system is smaller, in float64.
+    """
+    n_tasks = checks.positive_int("n_tasks", n_tasks)
+    n = checks.positive_int("n", n)
+    lam = checks.nonnegative_float("lam", lam, strict=True)
+    if not all(hasattr(model, a) for a in ("gamma", "context_summary", "features")):
+        raise TypeError("model must be a FeatureAttention")
+    prompt = task.sample(n_tasks, n, generator)
+    with torch.no_grad():
+        a = model.context_summary(prompt).double()
+        f = model.features(prompt.x_query).double()
+        y = prompt.y_query.double()
+        m = a.shape[1]
+        if m * m <= n_tasks:
+            phi = (a[:, :, None] * f[:, None, :]).reshape(n_tasks, m * m)
+            gram = phi.T @ phi / n_tasks + lam * torch.eye(m * m, dtype=phi.dtype, device=phi.device)
+            gamma = torch.linalg.solve(gram, phi.T @ y / n_tasks).reshape(m, m)
+        else:
+            kernel = (a @ a.T) * (f @ f.T) + n_tasks * lam * torch.eye(n_tasks, dtype=a.dtype, device=a.device)
+            alpha = torch.linalg.solve(kernel, y)
+            gamma = (a * alpha[:, None]).T @ f
+        model.gamma.copy_(gamma.to(model.gamma.dtype))

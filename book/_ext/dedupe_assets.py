@@ -26,5 +26,6 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
 
 
 def setup(app):
-    app.connect("html-page-context", _dedupe_scripts)
+    # run after the other extensions have added their scripts to the page
+    app.connect("html-page-context", _dedupe_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

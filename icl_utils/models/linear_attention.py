@@ -218,3 +218,39 @@ def gd_beta_from_ltb(model: LTB) -> GDBeta:
     u = (model.W_P.cpu() @ model.W_V.cpu()).T @ c_full
     b = (model.W_K.T.cpu() @ model.W_Q.cpu())[:, :d]
     return GDBeta(d, beta0=c_full[:d], gamma=(u[d] * b[:d]).T)
+
+
+class FeatureAttention(QueryModel):
+    """ReLU features feeding linear attention (chapter 3):
+    ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)`` with ``f(x) = ReLU(W x + b)`` of width ``m``.
+
+    The initialization of Oko et al. (2024): rows of ``W`` uniform on the unit sphere, ``b = 0``, and ``Gamma``
+    diagonal with random signs.
+    """
+
+    def __init__(self, dim: int, width: int, generator: torch.Generator | None = None):
+        super().__init__(dim)
+        width = checks.positive_int("width", width)
+        g = generator if generator is not None else torch.Generator().manual_seed(0)
+        if not isinstance(g, torch.Generator) or g.device.type != "cpu":
+            raise TypeError("generator must be a CPU torch.Generator (parameters are drawn on the CPU)")
+        w = torch.randn(width, dim, generator=g)
+        self.W = nn.Parameter(w / w.norm(dim=1, keepdim=True))
+        self.b = nn.Parameter(torch.zeros(width))
+        signs = torch.randint(0, 2, (width,), generator=g) * 2.0 - 1.0
+        self.gamma = nn.Parameter(torch.diag(signs))
+
+    @property
+    def width(self) -> int:
+        return self.W.shape[0]
+
+    def features(self, x: Tensor) -> Tensor:
+        return torch.relu(x @ self.W.T + self.b)
+
+    def context_summary(self, prompt: Prompt) -> Tensor:
+        """``(1/n) sum_i y_i f(x_i)``, shape ``(B, m)``: what the attention reads from the context."""
+        return (prompt.y[..., None] * self.features(prompt.x)).mean(1)
+
+    def forward(self, prompt: Prompt) -> Tensor:
+        prompt = self._check(prompt)
+        return ((self.context_summary(prompt) @ self.gamma) * self.features(prompt.x_query)).sum(-1)

@@ -1,0 +1,122 @@
+"""Gaussian single-index tasks on a hidden low-dimensional subspace: the task family of chapter 3.
+
+A task is ``f(x) = sum_{i=k}^{P} c_i He_i(<x, beta>)`` with ``x ~ N(0, I_d)``, a direction ``beta`` uniform on the
+unit sphere of a fixed ``r``-dimensional subspace ``S`` of ``R^d``, and random link coefficients ``c`` with
+``sum_i c_i^2 = 1`` and ``E[c_k] != 0``: the information exponent is ``k`` (Oko, Song, Suzuki and Wu 2024).
+``He_i`` are the probabilists' Hermite polynomials normalized so that ``E[He_i(z) He_j(z)] = 1{i = j}``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from icl_utils import checks
+from icl_utils.prompts import Prompt
+
+
+def hermite(z: Tensor, degree: int) -> Tensor:
+    """Normalized Hermite polynomials ``He_0(z), ..., He_degree(z)``, stacked on a new last axis.
+
+    The recurrence ``H_{i+1} = z H_i - i H_{i-1}`` gives the monic polynomials; dividing by ``sqrt(i!)`` makes them
+    orthonormal under ``N(0, 1)``.
+    """
+    if not isinstance(z, Tensor):
+        raise TypeError(f"z must be a torch.Tensor, got {type(z).__name__}")
+    degree = checks.positive_int("degree", degree, minimum=0)
+    polys = [torch.ones_like(z)]
+    if degree >= 1:
+        polys.append(z)
+    for i in range(1, degree):
+        polys.append(z * polys[i] - i * polys[i - 1])
+    return torch.stack([p / math.sqrt(math.factorial(i)) for i, p in enumerate(polys)], dim=-1)
+
+
+@dataclass(frozen=True)
+class SingleIndexTasks:
+    """Single-index tasks ``sum_{i=k}^{P} c_i He_i(<x, beta>)`` with ``beta`` in a hidden ``r``-dim subspace.
+
+    ``subspace_seed`` fixes the subspace ``S`` (a uniformly random ``r``-dimensional subspace of ``R^d``, its
+    orthonormal basis in :attr:`basis`). Link coefficients are ``c = g / ||g||`` with independent
+    ``g_i ~ N(0, 1)``, except ``g_k ~ N(lead_mean, 1)``, so that ``E[c_k] != 0``.
+    """
+
+    dim: int
+    subspace_dim: int
+    min_degree: int = 2
+    max_degree: int = 3
+    noise_std: float = 0.0
+    lead_mean: float = 2.0
+    subspace_seed: int = 0
+    basis: Tensor = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        dim = checks.positive_int("dim", self.dim)
+        r = checks.positive_int("subspace_dim", self.subspace_dim)
+        if r > dim:
+            raise ValueError(f"subspace_dim must be <= dim={dim}, got {r}")
+        k = checks.positive_int("min_degree", self.min_degree)
+        if checks.positive_int("max_degree", self.max_degree) < k:
+            raise ValueError(f"max_degree must be >= min_degree={k}, got {self.max_degree}")
+        object.__setattr__(self, "noise_std", checks.nonnegative_float("noise_std", self.noise_std))
+        if not isinstance(self.lead_mean, (int, float)) or self.lead_mean == 0:
+            raise ValueError(f"lead_mean must be a non-zero number (E[c_k] != 0), got {self.lead_mean}")
+        g = torch.Generator().manual_seed(checks.positive_int("subspace_seed", self.subspace_seed, minimum=0))
+        basis, _ = torch.linalg.qr(torch.randn(dim, r, generator=g, dtype=torch.float64))
+        object.__setattr__(self, "basis", basis)
+
+    def sample_directions(self, batch: int, generator: torch.Generator) -> Tensor:
+        """``batch`` directions uniform on the unit sphere of ``S``, shape ``(batch, d)``."""
+        z = torch.randn(batch, self.subspace_dim, generator=generator, device=generator.device)
+        z = z / z.norm(dim=1, keepdim=True)
+        return z @ self.basis.T.to(generator.device, torch.float32)
+
+    def sample_links(self, batch: int, generator: torch.Generator) -> Tensor:
+        """Coefficients ``c_k, ..., c_P`` of ``batch`` links, shape ``(batch, P - k + 1)``, unit norm."""
+        g = torch.randn(batch, self.max_degree - self.min_degree + 1, generator=generator, device=generator.device)
+        g[:, 0] += self.lead_mean
+        return g / g.norm(dim=1, keepdim=True)
+
+    def link(self, z: Tensor, coeffs: Tensor) -> Tensor:
+        """``sum_i c_i He_i(z)`` for ``z`` of shape ``(B, ...)`` and coefficients ``(B, P - k + 1)``."""
+        he = hermite(z, self.max_degree)[..., self.min_degree :]
+        return (he * coeffs.view(coeffs.shape[0], *([1] * (z.ndim - 1)), -1)).sum(-1)
+
+    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
+        """``batch`` prompts of ``n`` examples and a query from new tasks, on the generator's device."""
+        batch = checks.positive_int("batch", batch)
+        n = checks.positive_int("n", n, minimum=0)
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if active_dims is not None:
+            raise ValueError("single-index tasks have no curriculum; active_dims must be None")
+        dev = generator.device
+        beta = self.sample_directions(batch, generator)
+        coeffs = self.sample_links(batch, generator)
+        xs = torch.randn(batch, n + 1, self.dim, generator=generator, device=dev)
+        ys = self.link(torch.einsum("bnd,bd->bn", xs, beta), coeffs)
+        if self.noise_std > 0:
+            ys = ys + self.noise_std * torch.randn(ys.shape, generator=generator, device=dev)
+        return Prompt(x=xs[:, :n], y=ys[:, :n], x_query=xs[:, n], y_query=ys[:, n])
+
+
+def projection_mass(weights: Tensor, basis: Tensor) -> float:
+    """The fraction ``||W U||_F^2 / ||W||_F^2`` of the rows' squared norm that lies in ``span(U)``."""
+    if not isinstance(weights, Tensor) or weights.ndim != 2:
+        raise ValueError("weights must be a (m, d) tensor")
+    if not isinstance(basis, Tensor) or basis.ndim != 2 or basis.shape[0] != weights.shape[1]:
+        raise ValueError(f"basis must be a (d, r) tensor with d={weights.shape[1]}")
+    w, u = weights.detach().double().cpu(), basis.double().cpu()
+    return ((w @ u).square().sum() / w.square().sum()).item()
+
+
+def principal_angles(weights: Tensor, basis: Tensor) -> Tensor:
+    """Principal angles (radians) between ``S = span(U)`` and the top-``r`` right singular space of ``W``."""
+    projection_mass(weights, basis)  # the same argument checks
+    r = basis.shape[1]
+    _, _, vh = torch.linalg.svd(weights.detach().double().cpu(), full_matrices=False)
+    cosines = torch.linalg.svdvals(basis.double().cpu().T @ vh[:r].T).clamp(max=1.0)
+    return torch.arccos(cosines)

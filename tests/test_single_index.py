@@ -1,0 +1,92 @@
+"""Chapter 3's single-index tasks, feature attention and its two-stage training (Oko, Song, Suzuki and Wu 2024)."""
+
+import numpy as np
+import pytest
+import torch
+
+from icl_utils.estimators import kernel_ridge, two_layer_network
+from icl_utils.models.linear_attention import FeatureAttention
+from icl_utils.tasks.single_index import SingleIndexTasks, hermite, principal_angles, projection_mass
+from icl_utils.train import fit_attention_ridge, one_step_feature_update
+
+
+def test_hermite_polynomials_are_orthonormal_under_the_gaussian():
+    nodes, weights = np.polynomial.hermite_e.hermegauss(30)  # exact for degree < 60 against exp(-z^2/2)
+    weights = weights / weights.sum()
+    he = hermite(torch.tensor(nodes, dtype=torch.float64), 6).numpy()
+    gram = (he * weights[:, None]).T @ he
+    assert np.allclose(gram, np.eye(7), atol=1e-10)
+    z = torch.tensor([0.3, -1.2], dtype=torch.float64)
+    assert torch.allclose(hermite(z, 3)[:, 3], (z**3 - 3 * z) / 6**0.5)
+
+
+def test_tasks_live_in_the_subspace_and_have_unit_variance(gen):
+    task = SingleIndexTasks(dim=10, subspace_dim=3, max_degree=4)
+    basis = task.basis.float()
+    assert torch.allclose(basis.T @ basis, torch.eye(3), atol=1e-5)
+    beta = task.sample_directions(500, gen)
+    assert torch.allclose(beta.norm(dim=1), torch.ones(500), atol=1e-5)
+    assert torch.allclose((beta @ basis).norm(dim=1), torch.ones(500), atol=1e-5)  # beta lies in S
+    p = task.sample(4000, 20, gen)
+    assert abs(p.y.square().mean().item() - 1.0) < 0.05  # sum c_i^2 = 1 and orthonormal He_i
+    c = task.sample_links(20_000, gen)
+    assert c[:, 0].mean() > 0.5  # E[c_k] != 0: information exponent k
+
+
+def test_one_step_update_concentrates_in_the_subspace(gen):
+    task = SingleIndexTasks(dim=6, subspace_dim=1, max_degree=2, noise_std=0.0)
+    model = FeatureAttention(6, 64)
+    before = projection_mass(model.W, task.basis)
+    one_step_feature_update(model, task, n_tasks=8192, n=64, lr=1.0, weight_decay=1.0, generator=gen)
+    after = projection_mass(model.W, task.basis)
+    assert before < 0.3 and after > 0.8, (before, after)
+    assert principal_angles(model.W, task.basis)[0] < 0.3
+
+
+def test_stage_two_ridge_matches_a_gradient_solve(gen):
+    task = SingleIndexTasks(dim=4, subspace_dim=2, noise_std=0.1)
+    lam = 1e-2
+    for width, n_tasks in ((3, 64), (6, 20)):  # primal (m^2 <= T2) and kernel (m^2 > T2) forms
+        model = FeatureAttention(4, width)
+        state = gen.get_state()
+        fit_attention_ridge(model, task, n_tasks=n_tasks, n=10, lam=lam, generator=gen)
+        gen.set_state(state)
+        p = task.sample(n_tasks, 10, gen)
+        with torch.no_grad():
+            a, f, y = model.context_summary(p).double(), model.features(p.x_query).double(), p.y_query.double()
+        gamma = torch.zeros(width, width, dtype=torch.float64, requires_grad=True)
+        opt = torch.optim.LBFGS([gamma], max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-14)
+
+        def closure():
+            opt.zero_grad()
+            loss = (y - ((a @ gamma) * f).sum(1)).square().mean() + lam * gamma.square().sum()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        assert torch.allclose(model.gamma.double(), gamma.detach(), atol=1e-4)
+
+
+def test_prompt_only_baselines_learn_an_easy_task(gen):
+    task = SingleIndexTasks(dim=2, subspace_dim=1, max_degree=2, noise_std=0.0)
+    p = task.sample(32, 200, gen)
+    for estimator in (kernel_ridge, lambda q: two_layer_network(q, steps=400)):
+        assert (estimator(p) - p.y_query).square().mean() < 0.15
+
+
+def test_bad_arguments_raise_clear_errors(gen):
+    with pytest.raises(ValueError, match="subspace_dim"):
+        SingleIndexTasks(dim=3, subspace_dim=4)
+    with pytest.raises(ValueError, match="max_degree"):
+        SingleIndexTasks(dim=3, subspace_dim=1, min_degree=3, max_degree=2)
+    with pytest.raises(ValueError, match="degree"):
+        hermite(torch.zeros(3), -1)
+    with pytest.raises(ValueError, match="lead_mean"):
+        SingleIndexTasks(dim=3, subspace_dim=1, lead_mean=0.0)
+    with pytest.raises(ValueError, match="basis"):
+        projection_mass(torch.zeros(4, 3), torch.zeros(5, 1))
+    with pytest.raises(ValueError, match="lams"):
+        kernel_ridge(SingleIndexTasks(dim=3, subspace_dim=1).sample(2, 5, gen), lams=())
+    with pytest.raises(TypeError, match="FeatureAttention"):
+        fit_attention_ridge(torch.nn.Linear(2, 2), SingleIndexTasks(dim=2, subspace_dim=1), n_tasks=4, n=3,
+                            lam=1.0, generator=gen)
