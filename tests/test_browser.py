@@ -178,7 +178,7 @@ def test_page_renders_in_a_browser(page: Path) -> None:
     assert broken_links(page) == []
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     shot = SCREENSHOTS / f"{page.parent.name}-{page.stem}.png"
-    _chromium("--window-size=1280,2000", "--virtual-time-budget=20000", f"--screenshot={shot}", page.as_uri())
+    _chromium("--window-size=1280,5000", "--virtual-time-budget=20000", f"--screenshot={shot}", page.as_uri())
     assert shot.exists() and shot.stat().st_size > 10_000
 
 
