@@ -34,14 +34,19 @@ def vector(name: str, value: object, dim: int) -> Tensor:
     return t.cpu()
 
 
-def psd_matrix(name: str, value: object, dim: int) -> Tensor:
-    """A symmetric positive semi-definite ``(dim, dim)`` matrix, as float64 on the CPU."""
+def matrix(name: str, value: object, dim: int) -> Tensor:
+    """A finite ``(dim, dim)`` matrix, as float64 on the CPU."""
     t = torch.as_tensor(value, dtype=torch.float64) if not isinstance(value, Tensor) else value.double()
     if tuple(t.shape) != (dim, dim):
         raise ValueError(f"{name} must have shape ({dim}, {dim}), got {tuple(t.shape)}")
-    t = t.cpu()
     if not torch.isfinite(t).all():
         raise ValueError(f"{name} must be finite")
+    return t.cpu()
+
+
+def psd_matrix(name: str, value: object, dim: int) -> Tensor:
+    """A symmetric positive semi-definite ``(dim, dim)`` matrix, as float64 on the CPU."""
+    t = matrix(name, value, dim)
     scale = max(t.abs().max().item(), 1.0)
     if not torch.allclose(t, t.T, atol=1e-8 * scale):
         raise ValueError(f"{name} must be symmetric")

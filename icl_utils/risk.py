@@ -127,3 +127,26 @@ def bayes_risk(task: object, n: int, generator: torch.Generator, n_mc: int = 20_
     post = psi - xpsi.transpose(1, 2) @ solve(kernel, xpsi)
     excess = torch.einsum("ij,bji->b", h, post)
     return noise + excess.mean().item(), excess.std().item() / math.sqrt(n_mc)
+
+
+@torch.no_grad()
+def query_risk(
+    predict: Estimator, task: object, n: int, n_prompts: int, generator: torch.Generator, chunk_size: int = 4096
+) -> tuple[float, float]:
+    """Monte Carlo ICL risk ``E (predict(prompt) - y_query)^2`` on ``n_prompts`` fresh prompts of ``n`` examples
+    from ``task``, and its standard error. Prompts are drawn and scored ``chunk_size`` at a time, which bounds the
+    memory; ``n_prompts`` is rounded down to whole chunks. ``predict`` is an estimator or a model's ``predict``.
+    """
+    if not callable(predict):
+        raise TypeError(f"predict must be callable on a Prompt, got {type(predict).__name__}")
+    if not hasattr(task, "sample"):
+        raise TypeError(f"task must be a task family with a sample method, got {type(task).__name__}")
+    n = checks.positive_int("n", n)
+    chunk_size = min(checks.positive_int("chunk_size", chunk_size), checks.positive_int("n_prompts", n_prompts, 2))
+    total, total_sq, count = 0.0, 0.0, 0
+    for _ in range(n_prompts // chunk_size):
+        prompt = task.sample(chunk_size, n, generator)
+        errors = (predict(prompt) - prompt.y_query).double().square()
+        total, total_sq, count = total + errors.sum().item(), total_sq + errors.square().sum().item(), count + len(errors)
+    mean = total / count
+    return mean, math.sqrt(max(total_sq / count - mean * mean, 0.0) / (count - 1))

@@ -170,3 +170,20 @@ def test_training_gd_beta_on_sampled_prompts_reaches_the_closed_form_optimum(gen
     reached = risk.gd_beta_risk(task, n, model.beta0.detach(), model.gamma.detach()).item()
     assert hist.losses[:20].mean() > 2 * best  # it did have to learn
     assert reached < 1.05 * best, (reached, best)
+
+
+def test_query_risk_in_chunks_matches_the_closed_form_and_a_single_pass(gen):
+    task, n = _task(), 6
+    model = GDBeta(3, beta0=task.mean(), gamma=risk.optimal_gd_step(task, n))
+    exact = risk.gd_beta_risk(task, n, task.mean(), risk.optimal_gd_step(task, n)).item()
+    mean, se = risk.query_risk(model.predict, task, n, 100_000, gen, chunk_size=8192)
+    assert abs(mean - exact) < 4 * se and 0 < se < 0.05 * exact
+    state = gen.get_state()
+    one_pass, _ = risk.query_risk(model.predict, task, n, 4096, gen, chunk_size=4096)
+    gen.set_state(state)
+    p = task.sample(4096, n, gen)
+    assert one_pass == pytest.approx((model.predict(p) - p.y_query).double().square().mean().item(), rel=1e-9)
+    with pytest.raises(TypeError, match="predict"):
+        risk.query_risk("model", task, n, 10, gen)
+    with pytest.raises(ValueError, match="n_prompts"):
+        risk.query_risk(model.predict, task, n, 1, gen)

@@ -119,7 +119,7 @@ class GDBeta(QueryModel):
         gamma: Tensor | None = None,
     ):
         super().__init__(dim)
-        gamma = torch.zeros(dim, dim) if gamma is None else _matrix("gamma", gamma, dim)
+        gamma = torch.zeros(dim, dim) if gamma is None else checks.matrix("gamma", gamma, dim)
         self.gamma = nn.Parameter(gamma.float().clone())
         if learnable_init:
             beta0 = torch.zeros(dim) if beta0 is None else checks.vector("beta0", beta0, dim)
@@ -161,15 +161,6 @@ class GDPlusPlus(QueryModel):
         x, xq = x @ correction, (xq[:, None, :] @ correction)[:, 0]
         beta = (x.transpose(1, 2) @ prompt.y[..., None])[..., 0] @ self.gamma.T / n
         return (beta * xq).sum(-1)
-
-
-def _matrix(name: str, value: object, dim: int) -> Tensor:
-    t = torch.as_tensor(value, dtype=torch.float64) if not isinstance(value, Tensor) else value.double()
-    if tuple(t.shape) != (dim, dim):
-        raise ValueError(f"{name} must have shape ({dim}, {dim}), got {tuple(t.shape)}")
-    if not torch.isfinite(t).all():
-        raise ValueError(f"{name} must be finite")
-    return t.cpu()
 
 
 @torch.no_grad()
