@@ -110,7 +110,9 @@ def nearest_neighbours(prompt: Prompt, k: int = 3) -> Tensor:
     return prompt.y.gather(1, idx).mean(1)
 
 
-def kernel_ridge(prompt: Prompt, lams: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0), bandwidth: float | None = None) -> Tensor:
+def kernel_ridge(
+    prompt: Prompt, lams: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0), bandwidth: float | None = None
+) -> Tensor:
     """Gaussian-kernel ridge regression on the prompt alone, its penalty tuned per prompt by leave-one-out.
 
     The kernel is ``exp(-||x - x'||^2 / (2 h^2))`` with ``h = sqrt(d)`` unless ``bandwidth`` is given. For each

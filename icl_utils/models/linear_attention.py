@@ -237,10 +237,6 @@ class FeatureAttention(QueryModel):
         signs = torch.randint(0, 2, (width,), generator=g) * 2.0 - 1.0
         self.gamma = nn.Parameter(gamma_scale * torch.diag(signs))
 
-    @property
-    def width(self) -> int:
-        return self.W.shape[0]
-
     def features(self, x: Tensor) -> Tensor:
         return torch.relu(x @ self.W.T + self.b)
 
