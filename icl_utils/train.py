@@ -6,15 +6,17 @@ an optional :class:`Curriculum` grows the active dimension and the prompt length
 
 from __future__ import annotations
 
+import copy
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm import tqdm
 
 from icl_utils import checks
@@ -63,26 +65,184 @@ class Curriculum:
 
 @dataclass
 class TrainHistory:
-    """Per-step training losses (mean squared error over the x positions) and the wall-clock time."""
+    """Per-step training losses (mean squared error; shape ``(steps,)``, or ``(steps, S)`` for ``S`` models trained
+    together) and the wall-clock time."""
 
     losses: np.ndarray
     seconds: float
 
     def smoothed(self, window: int = 50) -> np.ndarray:
-        """Moving average of the losses over ``window`` steps (shorter at the start)."""
+        """Moving average of the losses over ``window`` steps (shorter at the start), per model."""
         window = checks.positive_int("window", window)
-        csum = np.cumsum(np.insert(self.losses, 0, 0.0))
+        csum = np.cumsum(np.concatenate([np.zeros_like(self.losses[:1]), self.losses]), axis=0)
         idx = np.arange(1, len(self.losses) + 1)
         lo = np.maximum(idx - window, 0)
-        return (csum[idx] - csum[lo]) / (idx - lo)
+        span = (idx - lo).reshape((-1,) + (1,) * (self.losses.ndim - 1))
+        return (csum[idx] - csum[lo]) / span
 
 
 def _schedule(name: str, steps: int):
-    """The learning-rate multiplier at each step, for ``LambdaLR``."""
+    """The learning-rate multiplier at each step."""
     if name == "constant":
         return lambda step: 1.0
     warmup = max(1, steps // 20)
     return lambda step: min((step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps)))
+
+
+def _squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
+    """Mean squared error of a model's output: at every x position for ``(B, n+1)`` outputs (the GPT), at the
+    query for ``(B,)`` outputs (query-only models)."""
+    targets = prompt.points()[1] if preds.ndim == 2 else prompt.y_query
+    return (preds.float() - targets).square().mean()
+
+
+def _check_common(task, steps, batch_size, n_points, lr, schedule, curriculum, generator, log_every):
+    steps = checks.positive_int("steps", steps)
+    batch_size = checks.positive_int("batch_size", batch_size)
+    n_points = checks.positive_int("n_points", n_points)
+    lr = checks.nonnegative_float("lr", lr, strict=True)
+    log_every = checks.positive_int("log_every", log_every)
+    if schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if not callable(getattr(task, "sample", None)):
+        raise TypeError(f"task must have a sample(batch, n, generator, active_dims) method, got {type(task).__name__}")
+    if curriculum is not None and not isinstance(curriculum, Curriculum):
+        raise TypeError(f"curriculum must be a Curriculum or None, got {type(curriculum).__name__}")
+    if curriculum is not None and curriculum.points[1] > n_points:
+        raise ValueError(f"curriculum ends at {curriculum.points[1]} points, more than n_points={n_points}")
+    return steps, batch_size, n_points, lr, log_every
+
+
+def _check_models_device(models: Sequence[nn.Module], dev: torch.device) -> None:
+    for i, model in enumerate(models):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model {i} must be a torch.nn.Module, got {type(model).__name__}")
+        param_dev = next(model.parameters()).device
+        if param_dev.type != dev.type:
+            raise ValueError(f"model is on {param_dev} but the generator samples on {dev}; move one of them")
+
+
+class _GraphedStep:
+    """One optimizer step (forward, backward, fused Adam) captured into a CUDA graph and replayed.
+
+    A graph replays fixed kernels on fixed memory, so the prompt is copied into static buffers before each replay
+    and a new graph is captured whenever the prompt's shape changes (each stage of a curriculum). The first
+    ``warmup`` steps at a new shape run eagerly on a side stream (lazy initialization must not happen during
+    capture); they are real training steps. The learning rate lives in a device tensor that the schedule
+    overwrites, so one graph serves every step.
+    """
+
+    def __init__(self, params: list[Tensor], loss_fn: Callable[[Prompt], Tensor], lr: Tensor, warmup: int = 2):
+        self.params, self.loss_fn, self.warmup = params, loss_fn, warmup
+        self.optimizer = torch.optim.Adam(params, lr=lr, fused=True, capturable=True)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.shape: tuple | None = None
+        self.eager_left = 0
+
+    def _eager(self, prompt: Prompt) -> Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        losses = self.loss_fn(prompt)
+        losses.sum().backward()
+        self.optimizer.step()
+        return losses.detach()
+
+    def __call__(self, prompt: Prompt) -> Tensor:
+        shape = tuple(t.shape for t in (prompt.x, prompt.y, prompt.x_query, prompt.y_query))
+        if shape != self.shape:
+            self.graph, self.shape, self.eager_left = None, shape, self.warmup
+        if self.eager_left > 0:
+            self.eager_left -= 1
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                out = self._eager(prompt)
+            torch.cuda.current_stream().wait_stream(side)
+            return out
+        if self.graph is None:
+            self.static = Prompt(*(t.clone() for t in (prompt.x, prompt.y, prompt.x_query, prompt.y_query)))
+            self.optimizer.zero_grad(set_to_none=True)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.static_losses = self.loss_fn(self.static)
+                self.static_losses.sum().backward()
+                self.optimizer.step()
+        for buf, new in zip((self.static.x, self.static.y, self.static.x_query, self.static.y_query),
+                            (prompt.x, prompt.y, prompt.x_query, prompt.y_query)):
+            buf.copy_(new)
+        self.graph.replay()
+        return self.static_losses.detach().clone()
+
+
+def _optimize(
+    params: list[Tensor],
+    loss_fn: Callable[[Prompt], Tensor],
+    draw: Callable[[int], Prompt],
+    *,
+    steps: int,
+    lr: float,
+    schedule: str,
+    dev: torch.device,
+    n_losses: int,
+    cuda_graph: bool,
+    progress: bool,
+    log_every: int,
+    desc: str,
+) -> tuple[np.ndarray, float]:
+    """Adam on ``params`` for ``steps`` steps; step ``t`` draws ``draw(t)`` and minimizes ``loss_fn(prompt).sum()``,
+    a vector of ``n_losses`` independent losses (one per model). Returns the losses, shape ``(steps, n_losses)``,
+    and the seconds taken. The host syncs only every ``log_every`` steps, to show and check the loss."""
+    factor = _schedule(schedule, steps)
+    if cuda_graph:
+        lr_now = torch.tensor(lr * factor(0), device=dev)
+        step_fn = _GraphedStep(params, loss_fn, lr_now)
+    else:
+        optimizer = torch.optim.Adam(params, lr=lr)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+        def step_fn(prompt: Prompt) -> Tensor:
+            optimizer.zero_grad(set_to_none=True)
+            losses = loss_fn(prompt)
+            losses.sum().backward()
+            optimizer.step()
+            scheduler.step()
+            return losses.detach()
+
+    history = torch.empty(steps, n_losses, device=dev)
+    start = time.perf_counter()
+    bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False)
+    for step in bar:
+        if cuda_graph:
+            lr_now.fill_(lr * factor(step))
+        history[step] = step_fn(draw(step))
+        if (step + 1) % log_every == 0 or step + 1 == steps:
+            recent = history[step + 1 - (step % log_every + 1) : step + 1]
+            _stop_if_not_finite(recent, first_step=step - step % log_every)
+            if progress:
+                bar.set_postfix(loss=f"{recent.mean().item():.3f}", refresh=False)
+    bar.close()
+    return history.cpu().numpy(), time.perf_counter() - start
+
+
+def _stop_if_not_finite(losses: Tensor, first_step: int) -> None:
+    """Raise if any loss in a block of recorded steps (the first being ``first_step``) is NaN or infinite."""
+    finite = torch.isfinite(losses).all(dim=1)
+    if not bool(finite.all()):
+        bad = int((~finite).nonzero()[0, 0])
+        raise FloatingPointError(
+            f"training loss became {losses[bad].tolist()} at step {first_step + bad}; lower lr or check the task"
+        )
+
+
+def _use_graph(cuda_graph: bool | None, dev: torch.device) -> bool:
+    if cuda_graph is None:
+        return dev.type == "cuda"
+    if not isinstance(cuda_graph, bool):
+        raise TypeError(f"cuda_graph must be True, False or None, got {cuda_graph!r}")
+    if cuda_graph and dev.type != "cuda":
+        raise ValueError(f"cuda_graph=True needs a CUDA device, but the generator samples on {dev}")
+    return cuda_graph
 
 
 def train(
@@ -97,6 +257,7 @@ def train(
     schedule: str = "constant",
     curriculum: Curriculum | None = None,
     bf16: bool = False,
+    cuda_graph: bool | None = None,
     log_every: int = 50,
     progress: bool = True,
     desc: str = "training",
@@ -106,56 +267,114 @@ def train(
     Each step draws ``batch_size`` fresh prompts of ``n_points`` points (the query included), or the curriculum's
     current size, on the generator's device (the model must live there too), and takes one Adam step on the mean
     squared error over all x positions (a model that returns ``(B, n+1)``, like the GPT) or at the query alone
-    (a model that returns ``(B,)``, like the linear attention models of chapter 4). ``schedule`` is ``"constant"`` (Garg et al.) or ``"cosine"`` (a linear
-    warm-up over the first 5% of steps, then cosine decay to zero), which reaches a lower loss in a short run. ``bf16`` runs the forward pass under bfloat16 autocast on CUDA (ignored on
-    the CPU). The progress bar shows the loss every ``log_every`` steps; nothing else syncs with the host.
+    (a model that returns ``(B,)``, like the linear attention models of chapter 4). ``schedule`` is
+    ``"constant"`` (Garg et al.) or ``"cosine"`` (a linear warm-up over the first 5% of steps, then cosine decay
+    to zero), which reaches a lower loss in a short run.
+
+    On CUDA the step is made fast (see the performance appendix): ``bf16`` runs the forward pass under bfloat16
+    autocast and ``cuda_graph`` (default: on CUDA) captures forward, backward and a fused Adam step into a CUDA
+    graph that is replayed every step. On the CPU ``bf16`` is ignored. The progress
+    bar shows the loss every ``log_every`` steps; nothing else syncs with the host. A non-finite loss stops
+    with an error that names the first bad step.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    steps = checks.positive_int("steps", steps)
-    batch_size = checks.positive_int("batch_size", batch_size)
-    n_points = checks.positive_int("n_points", n_points)
-    lr = checks.nonnegative_float("lr", lr, strict=True)
-    log_every = checks.positive_int("log_every", log_every)
-    if schedule not in ("constant", "cosine"):
-        raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    steps, batch_size, n_points, lr, log_every = _check_common(
+        task, steps, batch_size, n_points, lr, schedule, curriculum, generator, log_every)
     dev = generator.device
-    param_dev = next(model.parameters()).device
-    if param_dev.type != dev.type:
-        raise ValueError(f"model is on {param_dev} but the generator samples on {dev}; move one of them")
-    if curriculum is not None and curriculum.points[1] > n_points:
-        raise ValueError(f"curriculum ends at {curriculum.points[1]} points, more than n_points={n_points}")
-    use_bf16 = bf16 and dev.type == "cuda"
+    _check_models_device([model], dev)
+    graph = _use_graph(cuda_graph, dev)
+    on_cuda = dev.type == "cuda"
 
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(schedule, steps))
-    model.train()
-    losses = torch.empty(steps, device=dev)
-    start = time.perf_counter()
-    bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False)
-    for step in bar:
-        dims, points = curriculum.at(step) if curriculum is not None else (None, n_points)
-        prompt = task.sample(batch_size, points - 1, generator, active_dims=dims)
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_bf16):
+    def loss_fn(prompt: Prompt) -> Tensor:
+        # Autocast's weight cache must be off inside a CUDA graph capture.
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16 and on_cuda, cache_enabled=not graph):
             preds = model(prompt)
-        targets = prompt.points()[1] if preds.ndim == 2 else prompt.y_query
-        loss = (preds.float() - targets).square().mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-        losses[step] = loss.detach()
-        if progress and (step + 1) % log_every == 0:
-            bar.set_postfix(loss=f"{losses[step - log_every + 1 : step + 1].mean().item():.3f}", refresh=False)
-    bar.close()
-    model.eval()
-    history = losses.cpu().numpy()
-    if not np.isfinite(history).all():
-        bad = int(np.flatnonzero(~np.isfinite(history))[0])
-        raise FloatingPointError(f"training loss became {history[bad]} at step {bad}; lower lr or check the task")
-    return TrainHistory(losses=history, seconds=time.perf_counter() - start)
+        return _squared_errors(preds, prompt)[None]
+
+    def draw(step: int) -> Prompt:
+        dims, points = curriculum.at(step) if curriculum is not None else (None, n_points)
+        return task.sample(batch_size, points - 1, generator, active_dims=dims)
+
+    model.train()
+    try:
+        losses, seconds = _optimize(list(model.parameters()), loss_fn, draw, steps=steps, lr=lr, schedule=schedule,
+                                    dev=dev, n_losses=1, cuda_graph=graph, progress=progress, log_every=log_every,
+                                    desc=desc)
+    finally:
+        model.eval()
+    return TrainHistory(losses=losses[:, 0], seconds=seconds)
+
+
+def train_ensemble(
+    models: Sequence[nn.Module],
+    task: TaskFamily,
+    *,
+    steps: int,
+    batch_size: int,
+    n_points: int,
+    generator: torch.Generator,
+    lr: float = 1e-4,
+    schedule: str = "constant",
+    curriculum: Curriculum | None = None,
+    cuda_graph: bool | None = None,
+    log_every: int = 50,
+    progress: bool = True,
+    desc: str = "training ensemble",
+) -> TrainHistory:
+    """Train ``S`` models of one architecture (different seeds, say) at once, in place, as :func:`train` trains
+    one: each model sees its own ``batch_size`` fresh prompts per step and takes its own Adam step.
+
+    The models' parameters are stacked along a new leading dimension and one forward pass runs all of them
+    (``torch.func.vmap`` over ``torch.func.functional_call``); Adam acts elementwise, so Adam on the stacked
+    tensors is exactly ``S`` independent Adams. On a GPU, where small models are limited by kernel launches
+    rather than arithmetic, ``S`` models cost little more than one. Returns losses of shape ``(steps, S)``.
+    """
+    models = list(models) if isinstance(models, (list, tuple)) else models
+    if not isinstance(models, list) or not models:
+        raise TypeError("models must be a non-empty list or tuple of torch.nn.Module")
+    steps, batch_size, n_points, lr, log_every = _check_common(
+        task, steps, batch_size, n_points, lr, schedule, curriculum, generator, log_every)
+    dev = generator.device
+    _check_models_device(models, dev)
+    names = [name for name, _ in models[0].named_parameters()]
+    for i, model in enumerate(models[1:], start=1):
+        if type(model) is not type(models[0]) or [n for n, _ in model.named_parameters()] != names or any(
+            p.shape != q.shape for p, q in zip(model.parameters(), models[0].parameters())
+        ):
+            raise ValueError(f"model {i} differs in architecture from model 0; an ensemble needs one architecture")
+    graph = _use_graph(cuda_graph, dev)
+    n_models = len(models)
+    params, buffers = torch.func.stack_module_state(models)
+    base = copy.deepcopy(models[0]).to("meta")
+
+    def one_model(p, b, x, y, xq, yq):
+        prompt = Prompt(x=x, y=y, x_query=xq, y_query=yq)
+        return _squared_errors(torch.func.functional_call(base, (p, b), (prompt,)), prompt)
+
+    def loss_fn(prompt: Prompt) -> Tensor:
+        split = [t.reshape(n_models, batch_size, *t.shape[1:])
+                 for t in (prompt.x, prompt.y, prompt.x_query, prompt.y_query)]
+        # Attention as plain matrix products: vmap batches those natively, while the fused attention kernels
+        # have no batching rule on the CPU and fail in the backward pass on CUDA (torch 2.11).
+        with sdpa_kernel(SDPBackend.MATH):
+            return torch.func.vmap(one_model)(params, buffers, *split)
+
+    def draw(step: int) -> Prompt:
+        dims, points = curriculum.at(step) if curriculum is not None else (None, n_points)
+        return task.sample(n_models * batch_size, points - 1, generator, active_dims=dims)
+
+    try:
+        losses, seconds = _optimize(list(params.values()), loss_fn, draw, steps=steps, lr=lr, schedule=schedule,
+                                    dev=dev, n_losses=n_models, cuda_graph=graph, progress=progress,
+                                    log_every=log_every, desc=desc)
+    finally:
+        with torch.no_grad():
+            for s, model in enumerate(models):
+                for name, p in model.named_parameters():
+                    p.copy_(params[name][s])
+                model.eval()
+    return TrainHistory(losses=losses, seconds=seconds)
 
 
 @dataclass

@@ -1,11 +1,14 @@
+import copy
+
 import numpy as np
 import pytest
 import torch
 
 from icl_utils.models import GPTConfig, ICLTransformer
+from icl_utils.models.linear_attention import LTB
 from icl_utils.risk import mean_and_band, model_errors
 from icl_utils.tasks import LinearRegression
-from icl_utils.train import Curriculum, TrainHistory, train
+from icl_utils.train import Curriculum, TrainHistory, train, train_ensemble
 
 
 def small_model(d=3, points=8, **kw):
@@ -101,3 +104,83 @@ def test_train_rejects_bad_arguments(gen):
               curriculum=Curriculum(dims=(1, 2), points=(2, 9), every=1))
     with pytest.raises(TypeError, match="generator"):
         train(model, task, steps=1, batch_size=4, n_points=6, generator=None)
+
+
+class Recorder:
+    """A task that records every batch it samples, so that another run can replay slices of it."""
+
+    def __init__(self, task):
+        self.task, self.dim, self.prompts = task, task.dim, []
+
+    def sample(self, batch, n, generator, active_dims=None):
+        self.prompts.append(self.task.sample(batch, n, generator, active_dims=active_dims))
+        return self.prompts[-1]
+
+
+class Replay:
+    """Replays slice ``part`` (of ``parts``) of each recorded batch, one batch per call."""
+
+    def __init__(self, recorded, part, parts):
+        self.dim, self.batches, self.part, self.parts = recorded.dim, iter(recorded.prompts), part, parts
+
+    def sample(self, batch, n, generator, active_dims=None):
+        prompt = next(self.batches)
+        return prompt.take(slice(self.part * batch, (self.part + 1) * batch))
+
+
+@pytest.mark.parametrize("make", [lambda s: small_model(d=3, points=6), lambda s: LTB(3)])
+def test_ensemble_training_equals_separate_runs(gen, make):
+    """S models trained at once by vmap end where S separate runs on the same prompts end."""
+    torch.manual_seed(0)
+    models = [make(s) for s in range(3)]
+    copies = [copy.deepcopy(m) for m in models]
+    rec = Recorder(LinearRegression(dim=3, noise_std=0.1))
+    test = LinearRegression(dim=3).sample(64, 5, torch.Generator().manual_seed(9))
+    hist = train_ensemble(models, rec, steps=25, batch_size=16, n_points=6, generator=gen, lr=3e-3,
+                          schedule="cosine", progress=False)
+    assert hist.losses.shape == (25, 3) and hist.smoothed(5).shape == (25, 3)
+    for s, single in enumerate(copies):
+        h = train(single, Replay(rec, s, 3), steps=25, batch_size=16, n_points=6, generator=gen, lr=3e-3,
+                  schedule="cosine", progress=False)
+        np.testing.assert_allclose(hist.losses[:, s], h.losses, rtol=1e-4, atol=1e-6)
+        # Compare functions, not parameters: Adam turns round-off in the (exactly zero) gradient of the attention
+        # keys' bias into steps of size lr, so that bias drifts apart while the predictions agree.
+        with torch.no_grad():
+            torch.testing.assert_close(models[s](test), single(test), rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        assert not torch.allclose(models[0](test), models[1](test), atol=1e-3)
+
+
+def test_ensemble_rejects_mixed_architectures(gen):
+    task = LinearRegression(dim=3)
+    with pytest.raises(ValueError, match="architecture"):
+        train_ensemble([small_model(d=3, points=6), small_model(d=3, points=6, mlp=False)], task, steps=1,
+                       batch_size=2, n_points=6, generator=gen)
+    with pytest.raises(TypeError, match="models"):
+        train_ensemble([], task, steps=1, batch_size=2, n_points=6, generator=gen)
+
+
+def test_cuda_graph_flag_needs_cuda(gen):
+    with pytest.raises(ValueError, match="cuda_graph"):
+        train(small_model(d=2, points=6), LinearRegression(dim=2), steps=1, batch_size=2, n_points=6, generator=gen,
+              cuda_graph=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("ensemble", [False, True])
+def test_cuda_graph_step_matches_the_plain_step(ensemble):
+    """The captured step (fused Adam in a CUDA graph, through a curriculum's shape changes) follows the plain
+    step's losses on the same prompts."""
+    def run(graph):
+        g = torch.Generator(device="cuda").manual_seed(5)
+        torch.manual_seed(0)
+        cur = Curriculum(dims=(2, 4), points=(4, 8), every=10)
+        kw = dict(steps=40, batch_size=32, n_points=8, generator=g, lr=1e-3, schedule="cosine", curriculum=cur,
+                  cuda_graph=graph, progress=False)
+        if ensemble:
+            models = [small_model(d=4, points=8).cuda() for _ in range(3)]
+            return train_ensemble(models, LinearRegression(dim=4), **kw).losses
+        return train(small_model(d=4, points=8).cuda(), LinearRegression(dim=4), **kw).losses
+
+    plain, graphed = run(False), run(True)
+    np.testing.assert_allclose(graphed, plain, rtol=2e-3, atol=1e-5)

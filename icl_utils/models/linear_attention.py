@@ -41,7 +41,9 @@ def token_matrix(prompt: Prompt) -> Tensor:
 def attention_mask(n: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
     """The mask (3.2): ``diag(1, ..., 1, 0)`` of size ``n + 1``, so only the ``n`` context columns are attended."""
     n = checks.positive_int("n", n)
-    return torch.diag(torch.cat([torch.ones(n), torch.zeros(1)])).to(dtype=dtype, device=device)
+    diagonal = torch.ones(n + 1, dtype=dtype, device=device)
+    diagonal[n] = 0
+    return torch.diag(diagonal)
 
 
 class QueryModel(nn.Module):

@@ -1,0 +1,57 @@
+"""What the benchmark scripts share: the machine's description and atomic writes of results files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def device_name(device: torch.device) -> str:
+    """The accelerator's name (``NVIDIA H100 80GB HBM3``) or the CPU's, with its core count."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def slug(device: torch.device) -> str:
+    """A file-name-safe tag for the device: ``nvidia-h100-80gb-hbm3`` or ``cpu``."""
+    return "cpu" if device.type != "cuda" else re.sub(r"[^a-z0-9]+", "-", device_name(device).lower()).strip("-")
+
+
+def environment(device: torch.device) -> dict:
+    """Device, versions and date, stored with every result."""
+    info = {
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    if device.type == "cuda":
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def write_json(path: Path, data: dict) -> Path:
+    """Write ``data`` as JSON to ``path`` atomically: a temporary file in the same folder, then a rename, so an
+    interrupted run never leaves a half-written results file behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path

@@ -1,0 +1,196 @@
+"""Training speed of the book's transformer against the reference in-context-learning code (Garg et al. 2022).
+
+Trains the reference configuration (GPT-2 backbone, width 256, 12 layers, 8 heads; d = 20, 41 points, batch 64,
+Adam 1e-4) for a fixed number of steps, in one run on one device, three ways:
+
+* ``reference``: a faithful re-implementation of the reference training loop on Hugging Face's ``GPT2Model``
+  (eager attention, float32, prompts sampled on the CPU and copied over, ``loss.item()`` every step, the
+  point-wise loss computed every step as the reference logs it);
+* ``package, plain``: :func:`icl_utils.train.train` without its fast path (float32, no CUDA graph);
+* ``package, fast``: bfloat16 autocast, and the default on CUDA: fused Adam, the whole step in a CUDA graph.
+
+Then it trains ``S`` small models at once with :func:`icl_utils.train.train_ensemble` (the chapters' seeds and
+sweeps) against one. Each rate is measured as ``(S2 - S1) / (t(S2) - t(S1))`` from two runs of ``S1`` and ``S2``
+steps, so one-time costs (graph capture, warm-up) cancel. Results go to
+``results/train_speed-<device>.json``, which the book's performance appendix reads.
+
+    python benchmarks/train_speed.py                  # the reference configuration on the GPU, if there is one
+    python benchmarks/train_speed.py --config small   # a small configuration on the CPU in seconds (CI runs it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import RESULTS, environment, slug, write_json  # noqa: E402
+from icl_utils.models import GPTConfig, ICLTransformer  # noqa: E402
+from icl_utils.models.linear_attention import LTB  # noqa: E402
+from icl_utils.tasks import LinearRegression  # noqa: E402
+from icl_utils.train import train, train_ensemble  # noqa: E402
+
+CONFIGS = {
+    # Garg et al.'s configuration: standard.yaml with the final curriculum stage (all dims, all points).
+    "garg": dict(dim=20, points=41, width=256, layers=12, heads=8, batch=64, lr=1e-4, steps=(300, 900),
+                 ensemble=64, ensemble_steps=(200, 600)),
+    "small": dict(dim=5, points=11, width=64, layers=2, heads=2, batch=16, lr=1e-4, steps=(20, 120),
+                  ensemble=8, ensemble_steps=(10, 60)),
+}
+
+
+class ReferenceModel(nn.Module):
+    """The reference model: read-in, Hugging Face GPT2Model, read-out at the x positions; a y token is
+    ``(y, 0, ..., 0)``."""
+
+    def __init__(self, dim: int, points: int, width: int, layers: int, heads: int):
+        super().__init__()
+        from transformers import GPT2Config, GPT2Model
+
+        config = GPT2Config(n_positions=2 * points, n_embd=width, n_layer=layers, n_head=heads, resid_pdrop=0.0,
+                            embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, attn_implementation="eager")
+        self.read_in = nn.Linear(dim, width)
+        self.backbone = GPT2Model(config)
+        self.read_out = nn.Linear(width, 1)
+
+    def forward(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        batch, points, dim = xs.shape
+        y_tokens = torch.cat([ys[:, :, None], xs.new_zeros(batch, points, dim - 1)], dim=2)
+        tokens = torch.stack([xs, y_tokens], dim=2).reshape(batch, 2 * points, dim)
+        hidden = self.backbone(inputs_embeds=self.read_in(tokens)).last_hidden_state
+        return self.read_out(hidden)[:, ::2, 0]
+
+
+def reference_run(cfg: dict, steps: int, device: torch.device) -> float:
+    """Seconds for ``steps`` steps of the reference loop (model built outside the clock)."""
+    torch.manual_seed(0)
+    model = ReferenceModel(cfg["dim"], cfg["points"], cfg["width"], cfg["layers"], cfg["heads"]).to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+    sync(device)
+    start = time.perf_counter()
+    bar = tqdm(range(steps), file=io.StringIO())  # the reference shows the loss in its bar every step
+    for _ in bar:
+        xs = torch.randn(cfg["batch"], cfg["points"], cfg["dim"])  # sampled on the CPU, as the reference does
+        w = torch.randn(cfg["batch"], cfg["dim"], 1)
+        ys = (xs @ w)[:, :, 0]
+        xs, ys = xs.to(device), ys.to(device)
+        optimizer.zero_grad()
+        output = model(xs, ys)
+        loss = (output - ys).square().mean()
+        loss.backward()
+        optimizer.step()
+        loss_value = loss.detach().item()
+        point_wise = (output.detach() - ys).square().mean(dim=0)  # noqa: F841 (logged every 10 steps there)
+        bar.set_description(f"loss {loss_value}")
+    sync(device)
+    return time.perf_counter() - start
+
+
+def package_run(cfg: dict, steps: int, device: torch.device, **fast) -> float:
+    """Seconds for ``steps`` steps of :func:`icl_utils.train.train` on the book's GPT (model built outside)."""
+    torch.manual_seed(0)
+    model = ICLTransformer(GPTConfig(n_dims=cfg["dim"], n_points=cfg["points"], n_embd=cfg["width"],
+                                     n_layer=cfg["layers"], n_head=cfg["heads"])).to(device)
+    gen = torch.Generator(device=device).manual_seed(0)
+    sync(device)
+    start = time.perf_counter()
+    train(model, LinearRegression(dim=cfg["dim"]), steps=steps, batch_size=cfg["batch"], n_points=cfg["points"],
+          generator=gen, lr=cfg["lr"], progress=False, log_every=100, **fast)
+    sync(device)
+    return time.perf_counter() - start
+
+
+def ensemble_run(make, task, n_models: int, steps: int, batch: int, points: int, device: torch.device) -> float:
+    torch.manual_seed(0)
+    models = [make().to(device) for _ in range(n_models)]
+    gen = torch.Generator(device=device).manual_seed(0)
+    sync(device)
+    start = time.perf_counter()
+    train_ensemble(models, task, steps=steps, batch_size=batch, n_points=points, generator=gen, lr=1e-3,
+                   progress=False, log_every=100)
+    sync(device)
+    return time.perf_counter() - start
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def rate(run, steps: tuple[int, int]) -> float:
+    """Steps per second from two runs, one-time costs cancelled."""
+    t1, t2 = run(steps[0]), run(steps[1])
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return (steps[1] - steps[0]) / max(t2 - t1, 1e-9)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", choices=sorted(CONFIGS), default=None,
+                        help="garg (default on a GPU) or small (default on the CPU)")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the results file")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    config_name = args.config or ("garg" if device.type == "cuda" else "small")
+    cfg = CONFIGS[config_name]
+    steps, batch = cfg["steps"], cfg["batch"]
+
+    try:
+        import transformers
+
+        reference_version = transformers.__version__
+    except ImportError:
+        print("transformers is not installed: no reference (pip install -e '.[bench]')")
+        reference_version = None
+    rows, ensembles = [], []
+    result = {"config": config_name, **cfg, **environment(device), "transformers": reference_version,
+              "complete": False, "rows": rows, "ensembles": ensembles}
+    path = args.out / f"train_speed-{slug(device)}.json"
+
+    def record(name: str, steps_per_s: float) -> None:
+        """Add a row and rewrite the results file, so an interrupted run keeps what it measured."""
+        rows.append({"name": name, "steps_per_s": steps_per_s, "prompts_per_s": steps_per_s * batch})
+        if reference_version is not None:
+            rows[-1]["ratio_to_reference"] = steps_per_s / rows[0]["steps_per_s"]
+        print(f"{name:32s} {steps_per_s:9.1f} steps/s {steps_per_s * batch:11.0f} prompts/s", flush=True)
+        write_json(path, result)
+
+    if reference_version is not None:
+        record("reference (HF GPT2)", rate(lambda s: reference_run(cfg, s, device), steps))
+    record("package, plain", rate(lambda s: package_run(cfg, s, device, cuda_graph=False), steps))
+    if device.type == "cuda":
+        record("package, fast", rate(lambda s: package_run(cfg, s, device, bf16=True), steps))
+
+    n_models, e_steps = cfg["ensemble"], cfg["ensemble_steps"]
+    small_gpt = GPTConfig(n_dims=5, n_points=13, n_embd=64, n_layer=3, n_head=2)
+    cases = {
+        "LTB (chapter 4), batch 512": (lambda: LTB(5), LinearRegression(dim=5, noise_std=0.5), 512, 11),
+        "GPT 3x64 (chapter 0), batch 64": (lambda: ICLTransformer(small_gpt), LinearRegression(dim=5), 64, 13),
+    }
+    for name, (make, task, e_batch, points) in cases.items():
+        one = rate(lambda s: ensemble_run(make, task, 1, s, e_batch, points, device), e_steps)
+        many = rate(lambda s: ensemble_run(make, task, n_models, s, e_batch, points, device), e_steps)
+        ensembles.append({"name": name, "models": n_models, "steps_per_s_one": one, "steps_per_s_many": many,
+                          "time_ratio": one / many})
+        print(f"{name:32s} 1 model {one:8.1f} steps/s, {n_models} models {many:8.1f} steps/s: "
+              f"{one / many:.2f}x the time of one", flush=True)
+        write_json(path, result)
+    result["complete"] = True
+    write_json(path, result)
+    print(f"wrote {path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
