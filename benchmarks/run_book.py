@@ -2,6 +2,7 @@
 
     python benchmarks/run_book.py --mode full          # every notebook in notebooks/, on the GPU when there is one
     python benchmarks/run_book.py --mode full 00 04    # only the notebooks whose names start with 00 or 04
+    python benchmarks/run_book.py --mode quick         # the CI budget: every notebook in quick mode
 
 Each MyST notebook is converted to a plain script with jupytext (or taken from ``--scripts DIR``, converted
 elsewhere, for a machine without jupytext) and run in a fresh Python process from ``notebooks/`` with ``ICL_MODE``
@@ -32,7 +33,10 @@ def convert(notebook: Path, folder: Path) -> Path:
     import jupytext
 
     script = folder / f"{notebook.stem}.py"
-    jupytext.write(jupytext.read(notebook), script, fmt="py:percent")
+    nb = jupytext.read(notebook)
+    if not any(cell.cell_type == "code" for cell in nb.cells):
+        raise SystemExit(f"{notebook} has no code cell: is it a MyST notebook with a jupytext header?")
+    jupytext.write(nb, script, fmt="py:percent")
     return script
 
 
@@ -40,15 +44,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("prefixes", nargs="*", help="run only notebooks whose names start with these")
     parser.add_argument("--mode", choices=("quick", "full"), default="full")
+    parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks", help="folder of MyST notebooks")
     parser.add_argument("--scripts", type=Path, default=None, help="folder of scripts already converted")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the results file")
     parser.add_argument("--logs", type=Path, default=None, help="folder for each chapter's full log")
     args = parser.parse_args(argv)
 
-    notebooks = sorted(p for p in (ROOT / "notebooks").glob("*.md")
+    notebooks = sorted(p for p in args.notebooks.glob("*.md")
                        if not args.prefixes or p.stem.startswith(tuple(args.prefixes)))
     if not notebooks:
-        raise SystemExit(f"no notebook in notebooks/ starts with {args.prefixes}")
+        raise SystemExit(f"no notebook in {args.notebooks} starts with {args.prefixes}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     env = {**os.environ, "ICL_MODE": args.mode, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -57,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
         for notebook in notebooks:
             script = args.scripts.resolve() / f"{notebook.stem}.py" if args.scripts else convert(notebook, Path(tmp))
             start = time.perf_counter()
-            proc = subprocess.run([sys.executable, str(script)], cwd=ROOT / "notebooks", env=env,
+            proc = subprocess.run([sys.executable, str(script)], cwd=notebook.parent, env=env,
                                   capture_output=True, text=True)
             seconds = time.perf_counter() - start
             log = proc.stdout + proc.stderr
@@ -73,10 +78,8 @@ def main(argv: list[str] | None = None) -> dict:
     total = sum(c["seconds"] for c in chapters)
     print(f"{'total':28s} {total:8.1f} s")
     result = {"mode": args.mode, **environment(device), "total_seconds": total, "chapters": chapters}
-    if not args.prefixes:
-        write_json(args.out / f"book-{args.mode}-{slug(device)}.json", result)
-    else:
-        write_json(args.out / f"book-{args.mode}-{slug(device)}-{'-'.join(args.prefixes)}.json", result)
+    name = "-".join([f"book-{args.mode}", slug(device), *args.prefixes])
+    write_json(args.out / f"{name}.json", result)
     if any(c["returncode"] for c in chapters):
         raise SystemExit(1)
     return result

@@ -1,0 +1,61 @@
+"""The benchmark scripts run on the CPU and write complete, atomic results files."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks import run_book, train_speed  # noqa: E402
+from benchmarks.common import write_json  # noqa: E402
+
+
+def test_train_speed_small_config_on_cpu(tmp_path):
+    result = train_speed.main(["--config", "small", "--device", "cpu", "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "train_speed-cpu.json").read_text())
+    assert saved == json.loads(json.dumps(result)) and saved["complete"]
+    assert saved["device"].startswith("CPU") and saved["torch"] and saved["date"]
+    names = [row["name"] for row in saved["rows"]]
+    assert "package, plain" in names and all(row["steps_per_s"] > 0 for row in saved["rows"])
+    if saved["transformers"] is not None:
+        assert names[0] == "reference (HF GPT2)" and saved["rows"][0]["ratio_to_reference"] == 1.0
+    assert [e["models"] for e in saved["ensembles"]] == [8, 8]
+    assert all(e["steps_per_s_one"] > 0 and e["time_ratio"] > 0 for e in saved["ensembles"])
+
+
+def test_write_json_is_atomic(tmp_path, monkeypatch):
+    """A write that fails half-way leaves the old file intact and no temporary file behind."""
+    path = write_json(tmp_path / "r.json", {"old": 1})
+
+    def broken_dump(data, f, **kw):
+        f.write('{"new": ')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(json, "dump", broken_dump)
+    with pytest.raises(KeyboardInterrupt):
+        write_json(path, {"new": 2})
+    monkeypatch.undo()
+    assert json.loads(path.read_text()) == {"old": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_run_book_times_each_notebook_and_fails_on_a_failed_claim(tmp_path):
+    cell = "```{{code-cell}} ipython3\n{}\n```\n"
+    header = (ROOT / "notebooks" / "05_softmax_stagewise.md").read_text().split("\n---\n")[0] + "\n---\n"
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "a_ok.md").write_text(header + "# ok\n\n" + cell.format("import os\nprint(os.environ['ICL_MODE'])"))
+    (tmp_path / "nb" / "b_bad.md").write_text(header + "# bad\n\n" + cell.format("assert 1 + 1 == 3, 'claim fails'"))
+    args = ["--mode", "quick", "--notebooks", str(tmp_path / "nb"), "--out", str(tmp_path)]
+    with pytest.raises(SystemExit):
+        run_book.main(args)
+    saved = json.loads(next(tmp_path.glob("book-quick-*.json")).read_text())
+    ok, bad = saved["chapters"]
+    assert ok["notebook"] == "a_ok" and ok["returncode"] == 0 and "quick" in ok["log_tail"]
+    assert bad["returncode"] != 0 and "claim fails" in bad["log_tail"]
+    assert saved["total_seconds"] == pytest.approx(ok["seconds"] + bad["seconds"])
+    assert run_book.main(args + ["a"])["chapters"][0]["returncode"] == 0
+    (tmp_path / "nb" / "c_text.md").write_text("# a page without code cells\n")
+    with pytest.raises(SystemExit, match="no code cell"):
+        run_book.main(args + ["c"])
