@@ -151,6 +151,18 @@ def test_ensemble_training_equals_separate_runs(gen, make):
         assert not torch.allclose(models[0](test), models[1](test), atol=1e-3)
 
 
+def test_ensemble_training_is_bitwise_reproducible_on_cpu():
+    def run():
+        torch.manual_seed(0)
+        models = [small_model(d=3, points=6) for _ in range(2)]
+        hist = train_ensemble(models, LinearRegression(dim=3, noise_std=0.2), steps=15, batch_size=8, n_points=6,
+                              generator=torch.Generator().manual_seed(4), lr=1e-3, progress=False)
+        return hist.losses, torch.cat([p.flatten() for m in models for p in m.parameters()])
+
+    (l1, p1), (l2, p2) = run(), run()
+    assert np.array_equal(l1, l2) and torch.equal(p1, p2)
+
+
 def test_ensemble_rejects_mixed_architectures(gen):
     task = LinearRegression(dim=3)
     with pytest.raises(ValueError, match="architecture"):

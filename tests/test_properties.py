@@ -1,0 +1,104 @@
+"""Property-based tests (hypothesis): invariances every in-context estimator must have, on random sizes and data.
+
+Each example draws the sizes and a seed; the data come from torch with that seed, so a failure is reproducible
+from the example hypothesis prints.
+"""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icl_utils.estimators import (
+    averaging,
+    bayes_linear_regression,
+    kernel_ridge,
+    least_squares,
+    nearest_neighbours,
+    one_step_gd,
+    ridge,
+)
+from icl_utils.models.linear_attention import LSA, LTB, GDBeta
+from icl_utils.prompts import Prompt
+from icl_utils.tasks import LinearRegression
+
+sizes = st.fixed_dictionaries(
+    {"batch": st.integers(1, 4), "n": st.integers(1, 12), "dim": st.integers(1, 6), "seed": st.integers(0, 2**31)}
+)
+SETTINGS = settings(max_examples=40, deadline=None)
+
+
+def draw(batch, n, dim, seed):
+    g = torch.Generator().manual_seed(seed)
+    return LinearRegression(dim=dim, noise_std=0.3).sample(batch, n, g)
+
+
+def bayes(p):
+    return bayes_linear_regression(p, torch.zeros(p.dim), torch.eye(p.dim), 0.09)
+
+
+def seeded(model_cls, dim, **kw):
+    torch.manual_seed(dim)
+    return model_cls(dim, **kw).eval()
+
+
+def lsa(p):
+    with torch.no_grad():
+        return seeded(LSA, p.dim)(p)
+
+
+def ltb(p):
+    with torch.no_grad():
+        return seeded(LTB, p.dim)(p)
+
+
+def gd_beta(p):
+    g = torch.Generator().manual_seed(p.dim)
+    model = GDBeta(p.dim, beta0=torch.randn(p.dim, generator=g), gamma=torch.randn(p.dim, p.dim, generator=g))
+    with torch.no_grad():
+        return model(p)
+
+
+PERMUTATION_INVARIANT = {
+    "least squares": least_squares, "ridge": lambda p: ridge(p, 0.5), "Bayes": bayes, "averaging": averaging,
+    "one-step GD": lambda p: one_step_gd(p, 0.3), "LSA": lsa, "LTB": ltb, "GD-beta": gd_beta,
+}
+# Linear in the labels: the prediction for c * y is c times the prediction for y. (Not the LSA or LTB, whose
+# prediction also has a term quadratic in y; not GD-beta with beta0 != 0, which is affine.)
+LINEAR_IN_Y = {
+    "least squares": least_squares, "ridge": lambda p: ridge(p, 0.5), "Bayes": bayes, "averaging": averaging,
+    "one-step GD": lambda p: one_step_gd(p, 0.3), "3-NN": nearest_neighbours, "kernel ridge": kernel_ridge,
+}
+
+
+@pytest.mark.parametrize("name", PERMUTATION_INVARIANT)
+@SETTINGS
+@given(size=sizes)
+def test_permuting_the_context_leaves_the_prediction_unchanged(name, size):
+    p = draw(**size)
+    perm = torch.randperm(p.n_context, generator=torch.Generator().manual_seed(size["seed"] + 1))
+    shuffled = Prompt(p.x[:, perm], p.y[:, perm], p.x_query, p.y_query)
+    estimator = PERMUTATION_INVARIANT[name]
+    torch.testing.assert_close(estimator(shuffled), estimator(p), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", LINEAR_IN_Y)
+@SETTINGS
+@given(size=sizes, scale=st.floats(-4.0, 4.0).filter(lambda c: abs(c) > 0.05))
+def test_rescaling_the_labels_rescales_the_prediction(name, size, scale):
+    p = draw(**size)
+    scaled = Prompt(p.x, scale * p.y, p.x_query, scale * p.y_query)
+    estimator = LINEAR_IN_Y[name]
+    torch.testing.assert_close(estimator(scaled), scale * estimator(p), rtol=1e-3, atol=1e-4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 16), dim=st.integers(1, 6), noise=st.floats(0.1, 2.0),
+       lam=st.floats(1e-3, 1e2), seed=st.integers(0, 2**31))
+def test_bayes_is_never_beaten_by_ridge_with_another_penalty(n, dim, noise, lam, seed):
+    """Under w ~ N(0, I) and noise sigma, the posterior mean (ridge with penalty sigma^2) has the least risk: any
+    other penalty's Monte Carlo risk is not lower beyond 4 standard errors of the paired difference."""
+    task = LinearRegression(dim=dim, noise_std=noise)
+    p = task.sample(4000, n, torch.Generator().manual_seed(seed))
+    gap = (ridge(p, lam) - p.y_query).square() - (task.posterior_mean(p) - p.y_query).square()
+    assert gap.mean() > -4 * gap.std() / gap.numel() ** 0.5 - 1e-6
