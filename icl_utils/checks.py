@@ -59,3 +59,26 @@ def psd_sqrt(cov: Tensor) -> Tensor:
     """The symmetric square root of a PSD matrix (works for singular matrices too)."""
     evals, evecs = torch.linalg.eigh(cov)
     return evecs @ torch.diag(evals.clamp(min=0).sqrt()) @ evecs.T
+
+
+def prompt_fits(prompt_x: Tensor, module: torch.nn.Module) -> None:
+    """Raise a ValueError unless a prompt (given by its ``x``) is on the device and of the dtype of ``module``'s
+    parameters: torch would otherwise fail deep inside a matrix product."""
+    param = next(module.parameters(), None)
+    if param is None:
+        return
+    if prompt_x.device.type != param.device.type or prompt_x.dtype != param.dtype:
+        raise ValueError(
+            f"prompt is {prompt_x.dtype} on {prompt_x.device} but the model's parameters are {param.dtype} on "
+            f"{param.device}; move or convert one of them (model.to(device), or sample with a generator there)"
+        )
+
+
+def probabilities(name: str, value: object) -> Tensor:
+    """A non-empty vector of positive probabilities summing to 1, as float64 on the CPU."""
+    probs = torch.as_tensor(value, dtype=torch.float64).cpu()
+    if probs.ndim != 1 or probs.numel() < 1:
+        raise ValueError(f"{name} must be a non-empty vector, got shape {tuple(probs.shape)}")
+    if torch.any(~(probs > 0)) or abs(probs.sum().item() - 1) > 1e-6:
+        raise ValueError(f"{name} must be positive and sum to 1, got sum {probs.sum().item():.6f}")
+    return probs

@@ -122,3 +122,19 @@ def test_estimators_reject_bad_arguments(gen, call, match):
     p = LinearRegression(dim=3).sample(2, 4, gen)
     with pytest.raises((ValueError, TypeError), match=match):
         call(p)
+
+
+def test_tiny_penalties_warn_that_the_solve_is_ill_conditioned(gen):
+    import warnings
+
+    from icl_utils.estimators import bayes_linear_regression, ridge
+
+    p = LinearRegression(dim=4).sample(3, 2, gen)  # n < d: X^T X is singular
+    with pytest.warns(RuntimeWarning, match="ill-conditioned"):
+        ridge(p, 1e-14)
+    with pytest.warns(RuntimeWarning, match="ill-conditioned"):
+        bayes_linear_regression(p, torch.zeros(4), torch.eye(4), 1e-14)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ridge(p, 1e-3)
+        bayes_linear_regression(p, torch.zeros(4), torch.eye(4), 0.25)

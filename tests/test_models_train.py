@@ -6,6 +6,7 @@ import torch
 
 from icl_utils.models import GPTConfig, ICLTransformer
 from icl_utils.models.linear_attention import LTB
+from icl_utils.prompts import Prompt
 from icl_utils.risk import mean_and_band, model_errors
 from icl_utils.tasks import LinearRegression
 from icl_utils.train import Curriculum, TrainHistory, train, train_ensemble
@@ -196,3 +197,12 @@ def test_cuda_graph_step_matches_the_plain_step(ensemble):
 
     plain, graphed = run(False), run(True)
     np.testing.assert_allclose(graphed, plain, rtol=2e-3, atol=1e-5)
+
+
+def test_models_reject_prompts_of_another_dtype(gen):
+    p = LinearRegression(dim=3).sample(4, 5, gen)
+    p64 = Prompt(p.x.double(), p.y.double(), p.x_query.double(), p.y_query.double())
+    for model in (small_model(d=3, points=8), LTB(3)):
+        with pytest.raises(ValueError, match="float64.*parameters are torch.float32"):
+            model(p64)
+        model(p)

@@ -29,11 +29,19 @@ def test_sampler_frequencies_and_labels(gen):
         (dict(dim=5, probs=torch.tensor([0.5, 0.4])), "sum to 1"),
         (dict(dim=5, probs=torch.tensor([1.2, -0.2])), "positive"),
         (dict(dim=2, probs=torch.full((3,), 1 / 3)), "K=3"),
+        (dict(dim=5, probs=torch.tensor([0.5, float("nan"), 0.5])), "positive"),
     ],
 )
 def test_bad_feature_sets_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         DiscreteFeatures(**kwargs)
+
+
+def test_sample_counts_rejects_bad_probabilities(gen):
+    with pytest.raises(ValueError, match="probs must be positive and sum to 1"):
+        sa.sample_counts(torch.tensor([0.7, 0.7]), 4, 8, gen)
+    with pytest.raises(TypeError, match="generator"):
+        sa.sample_counts(torch.tensor([0.5, 0.5]), 4, 8, None)
 
 
 def test_zero_q_gives_uniform_attention_and_the_context_mean(gen):

@@ -119,6 +119,7 @@ class ICLTransformer(nn.Module):
             raise ValueError(
                 f"prompt has {prompt.n_context + 1} points with its query, more than n_points={self.cfg.n_points}"
             )
+        checks.prompt_fits(prompt.x, self)
         tokens = prompt.tokens()
         h = self.read_in(tokens) + self.pos.weight[: tokens.shape[1]]
         h = self.drop(h)

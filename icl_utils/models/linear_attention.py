@@ -60,6 +60,7 @@ class QueryModel(nn.Module):
             raise ValueError(f"prompt has dimension {prompt.dim}, but the model reads dim={self.dim}")
         if prompt.n_context < 1:
             raise ValueError("prompt must have at least one context example")
+        checks.prompt_fits(prompt.x, self)
         return prompt
 
     @torch.no_grad()

@@ -40,11 +40,7 @@ class DiscreteFeatures:
 
     def __post_init__(self) -> None:
         dim = checks.positive_int("dim", self.dim)
-        probs = torch.as_tensor(self.probs, dtype=torch.float64).cpu()
-        if probs.ndim != 1 or probs.numel() < 1:
-            raise ValueError(f"probs must be a non-empty vector, got shape {tuple(probs.shape)}")
-        if torch.any(probs <= 0) or abs(probs.sum().item() - 1) > 1e-6:
-            raise ValueError(f"probs must be positive and sum to 1, got sum {probs.sum().item():.6f}")
+        probs = checks.probabilities("probs", self.probs)
         if probs.numel() > dim:
             raise ValueError(f"at most dim={dim} orthonormal features fit in R^{dim}, got K={probs.numel()}")
         object.__setattr__(self, "probs", probs)
