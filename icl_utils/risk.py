@@ -108,25 +108,36 @@ def optimal_gd_step(task: object, n: int, beta0: Tensor | None = None) -> Tensor
     return m @ h @ torch.linalg.pinv((1 + 1 / n) * h @ m @ h + c * h, hermitian=True)
 
 
-def bayes_risk(task: object, n: int, generator: torch.Generator, n_mc: int = 20_000) -> tuple[float, float]:
+def bayes_risk(
+    task: object, n: int, generator: torch.Generator, n_mc: int = 20_000, chunk_size: int = 1024
+) -> tuple[float, float]:
     """The Bayes ICL risk ``sigma^2 + E_X tr(H Sigma_post(X))`` and its Monte Carlo standard error.
 
     The posterior covariance ``Psi - Psi X^T (X Psi X^T + sigma^2 I)^{-1} X Psi`` does not depend on the labels or
-    on ``beta*``, so only the inputs ``X`` are sampled (``n_mc`` draws, on the CPU in float64).
+    on ``beta*``, so only the inputs ``X`` are sampled (``n_mc`` draws, on the CPU in float64), ``chunk_size`` at a
+    time: memory grows with ``chunk_size * n^2``, not with ``n_mc``.
     """
     mean, psi, h, noise = _gaussian_task(task)
     n = checks.positive_int("n", n)
     n_mc = checks.positive_int("n_mc", n_mc, minimum=2)
+    chunk_size = checks.positive_int("chunk_size", chunk_size)
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     d = mean.shape[0]
-    x = torch.randn(n_mc, n, d, generator=generator, device=generator.device).double().cpu() @ checks.psd_sqrt(h)
-    kernel = x @ psi @ x.transpose(1, 2) + noise * torch.eye(n, dtype=torch.float64)
-    xpsi = x @ psi
+    h_sqrt = checks.psd_sqrt(h)
     solve = torch.linalg.solve if noise > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
-    post = psi - xpsi.transpose(1, 2) @ solve(kernel, xpsi)
-    excess = torch.einsum("ij,bji->b", h, post)
-    return noise + excess.mean().item(), excess.std().item() / math.sqrt(n_mc)
+    total, total_sq = 0.0, 0.0
+    for start in range(0, n_mc, chunk_size):
+        draws = min(chunk_size, n_mc - start)
+        x = torch.randn(draws, n, d, generator=generator, device=generator.device).double().cpu() @ h_sqrt
+        kernel = x @ psi @ x.transpose(1, 2) + noise * torch.eye(n, dtype=torch.float64)
+        xpsi = x @ psi
+        post = psi - xpsi.transpose(1, 2) @ solve(kernel, xpsi)
+        excess = torch.einsum("ij,bji->b", h, post)
+        total, total_sq = total + excess.sum().item(), total_sq + excess.square().sum().item()
+    mean_excess = total / n_mc
+    var = max(total_sq / n_mc - mean_excess**2, 0.0) * n_mc / (n_mc - 1)
+    return noise + mean_excess, math.sqrt(var / n_mc)
 
 
 @torch.no_grad()
