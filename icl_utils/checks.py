@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import torch
 from torch import Tensor
@@ -82,3 +83,16 @@ def probabilities(name: str, value: object) -> Tensor:
     if torch.any(~(probs > 0)) or abs(probs.sum().item() - 1) > 1e-6:
         raise ValueError(f"{name} must be positive and sum to 1, got sum {probs.sum().item():.6f}")
     return probs
+
+
+def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> None:
+    """Warn (once per call site, Python's default) when a penalty is below 1e-10 of the largest Gram scale:
+    float64 then loses most digits in the solve, and the result is close to the unpenalized limit."""
+    scale = gram_scale.max().item()
+    if penalty < 1e-10 * scale:
+        warnings.warn(
+            f"{name}={penalty:g} is below 1e-10 of the Gram matrix's scale ({scale:.3g}); the solve is "
+            "ill-conditioned. For the unpenalized limit use a pseudo-inverse (least_squares).",
+            RuntimeWarning,
+            stacklevel=3,
+        )

@@ -7,8 +7,6 @@ shape ``(B,)``. Linear algebra runs in float64 and the result comes back in the 
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from torch import Tensor
 
@@ -20,18 +18,6 @@ def _check_prompt(prompt: object) -> Prompt:
     if not isinstance(prompt, Prompt):
         raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
     return prompt
-
-
-def _warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> None:
-    """Warn (once per call site, Python's default) when a penalty is so small against the largest Gram entry
-    scale that float64 loses most digits in the solve; the result is then close to the unpenalized limit."""
-    if penalty < 1e-10 * gram_scale.max().item():
-        warnings.warn(
-            f"{name}={penalty:g} is below 1e-10 of the Gram matrix's scale ({gram_scale.max().item():.3g}); the solve "
-            "is ill-conditioned. For the unpenalized limit use least_squares (a pseudo-inverse).",
-            RuntimeWarning,
-            stacklevel=3,
-        )
 
 
 def _predict_linear(prompt: Prompt, w: Tensor) -> Tensor:
@@ -56,7 +42,7 @@ def ridge(prompt: Prompt, lam: float) -> Tensor:
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     x, y = prompt.x.double(), prompt.y.double()
-    _warn_if_ill_conditioned("lam", lam, x.square().sum((1, 2)))
+    checks.warn_if_ill_conditioned("lam", lam, x.square().sum((1, 2)))
     gram = x.transpose(1, 2) @ x + lam * torch.eye(prompt.dim, dtype=x.dtype, device=x.device)
     w = torch.linalg.solve(gram, (x.transpose(1, 2) @ y[..., None]))[..., 0]
     return _predict_linear(prompt, w)
@@ -81,7 +67,7 @@ def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tenso
     resid = y - x @ mean
     kernel = x @ cov @ x.transpose(1, 2)
     if noise_var > 0:
-        _warn_if_ill_conditioned("noise_var", noise_var, kernel.diagonal(dim1=1, dim2=2).sum(-1))
+        checks.warn_if_ill_conditioned("noise_var", noise_var, kernel.diagonal(dim1=1, dim2=2).sum(-1))
     kernel = kernel + noise_var * torch.eye(prompt.n_context, dtype=x.dtype, device=dev)
     solve = torch.linalg.solve if noise_var > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
     alpha = solve(kernel, resid[..., None])

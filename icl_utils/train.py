@@ -498,6 +498,7 @@ def fit_attention_ridge(
         f = model.features(prompt.x_query).double()
         y = prompt.y_query.double()
         m = a.shape[1]
+        checks.warn_if_ill_conditioned("lam", lam, (a.square().sum(1) * f.square().sum(1)).mean())
         if m * m <= n_tasks:
             phi = (a[:, :, None] * f[:, None, :]).reshape(n_tasks, m * m)
             gram = phi.T @ phi / n_tasks + lam * torch.eye(m * m, dtype=phi.dtype, device=phi.device)
