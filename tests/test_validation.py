@@ -1,0 +1,95 @@
+"""Every kind of bad input to a public entry point of icl_utils gets a ValueError or TypeError that names the
+argument (one case per row; the config module's bad mode and device strings are tested in test_config.py)."""
+
+import pytest
+import torch
+
+from icl_utils import checks, risk
+from icl_utils.estimators import bayes_linear_regression, kernel_ridge, ridge
+from icl_utils.models import GPTConfig, ICLTransformer
+from icl_utils.models import softmax_attention as sa
+from icl_utils.models.linear_attention import LTB, FeatureAttention, GDBeta
+from icl_utils.prompts import Prompt
+from icl_utils.tasks import LinearRegression
+from icl_utils.tasks.discrete import DiscreteFeatures
+from icl_utils.tasks.single_index import SingleIndexTasks, projection_mass
+from icl_utils.train import Curriculum, train, train_ensemble
+
+G = torch.Generator().manual_seed(0)
+
+
+def prompt(batch=2, n=3, d=2, dtype=torch.float32):
+    return Prompt(torch.zeros(batch, n, d, dtype=dtype), torch.zeros(batch, n, dtype=dtype),
+                  torch.zeros(batch, d, dtype=dtype), torch.zeros(batch, dtype=dtype))
+
+
+def gpt(d=2, points=4):
+    return ICLTransformer(GPTConfig(n_dims=d, n_points=points, n_embd=8, n_layer=1, n_head=2))
+
+
+CASES = {
+    # wrong shapes
+    "x not 3-d": (ValueError, "x must have 3 dimensions", lambda: Prompt(torch.zeros(2, 3), torch.zeros(2, 3),
+                                                                         torch.zeros(2, 1), torch.zeros(2))),
+    "y does not match x": (ValueError, "y must have shape", lambda: Prompt(torch.zeros(2, 3, 1), torch.zeros(2, 4),
+                                                                           torch.zeros(2, 1), torch.zeros(2))),
+    "projection basis shape": (ValueError, "basis must be a", lambda: projection_mass(torch.ones(3, 4),
+                                                                                    torch.ones(5, 2))),
+    # dimensions that do not match
+    "prompt dim vs GPT": (ValueError, "n_dims", lambda: gpt(d=3)(prompt(d=2))),
+    "prompt too long for GPT": (ValueError, "n_points", lambda: gpt(points=3)(prompt(n=3))),
+    "prompt dim vs LTB": (ValueError, "dim=3", lambda: LTB(3)(prompt(d=2))),
+    "prior mean length": (ValueError, r"prior_mean must have shape \(3,\)", lambda: LinearRegression(
+        dim=3, prior_mean=torch.zeros(2))),
+    "GD-beta gamma shape": (ValueError, r"gamma must have shape \(2, 2\)", lambda: GDBeta(2, gamma=torch.eye(3))),
+    "subspace larger than d": (ValueError, "subspace_dim", lambda: SingleIndexTasks(dim=3, subspace_dim=4)),
+    # sizes below 1
+    "zero training steps": (ValueError, "steps must be >= 1", lambda: train(
+        gpt(), LinearRegression(dim=2), steps=0, batch_size=2, n_points=4, generator=G)),
+    "zero batch": (ValueError, "batch must be >= 1", lambda: LinearRegression(dim=2).sample(0, 3, G)),
+    "curriculum every 0": (ValueError, "every must be >= 1", lambda: Curriculum(dims=(1, 2), points=(2, 3),
+                                                                                every=0)),
+    "one Monte Carlo prompt": (ValueError, "n_prompts must be >= 2", lambda: risk.query_risk(
+        lambda p: p.y_query, LinearRegression(dim=2), 3, 1, G)),
+    "non-positive ridge penalty": (ValueError, "lam must be > 0", lambda: ridge(prompt(), 0.0)),
+    "zero feature width": (ValueError, "width must be >= 1", lambda: FeatureAttention(2, 0, generator=G)),
+    # probabilities
+    "probabilities not summing to 1": (ValueError, "sum to 1", lambda: DiscreteFeatures(
+        dim=3, probs=torch.tensor([0.6, 0.6]))),
+    "NaN probability": (ValueError, "positive", lambda: sa.sample_counts(torch.tensor([float("nan"), 1.0]), 3, 4,
+                                                                         G)),
+    # covariances
+    "asymmetric covariance": (ValueError, "prior_cov must be symmetric", lambda: LinearRegression(
+        dim=2, prior_cov=torch.tensor([[1.0, 0.5], [0.0, 1.0]]))),
+    "indefinite covariance": (ValueError, "x_cov must be positive semi-definite", lambda: LinearRegression(
+        dim=2, x_cov=torch.tensor([[1.0, 2.0], [2.0, 1.0]]))),
+    "negative noise variance": (ValueError, "noise_var must be >= 0", lambda: bayes_linear_regression(
+        prompt(), torch.zeros(2), torch.eye(2), -1.0)),
+    # devices and dtypes
+    "prompt fields of two dtypes": (ValueError, "share device and dtype", lambda: Prompt(
+        torch.zeros(2, 3, 1), torch.zeros(2, 3, dtype=torch.float64), torch.zeros(2, 1), torch.zeros(2))),
+    "float64 prompt into a float32 model": (ValueError, "parameters are torch.float32", lambda: gpt()(
+        prompt(dtype=torch.float64))),
+    "integer prompt": (TypeError, "floating-point", lambda: Prompt(torch.zeros(2, 3, 1, dtype=torch.long),
+                                                                   torch.zeros(2, 3), torch.zeros(2, 1),
+                                                                   torch.zeros(2))),
+    # wrong types
+    "generator missing": (TypeError, "generator must be a torch.Generator", lambda: train(
+        gpt(), LinearRegression(dim=2), steps=1, batch_size=2, n_points=4, generator=None)),
+    "model not a module": (TypeError, "model must be a torch.nn.Module", lambda: train(
+        "gpt", LinearRegression(dim=2), steps=1, batch_size=2, n_points=4, generator=G)),
+    "ensemble of nothing": (TypeError, "models must be a non-empty list", lambda: train_ensemble(
+        [], LinearRegression(dim=2), steps=1, batch_size=2, n_points=4, generator=G)),
+    "estimator given a tensor": (TypeError, "prompt must be an icl_utils.Prompt", lambda: kernel_ridge(
+        torch.zeros(2, 3, 1))),
+    "bool as an int": (TypeError, "steps must be an int", lambda: checks.positive_int("steps", True)),
+    "infinite float": (ValueError, "lr must be > 0 and finite", lambda: checks.nonnegative_float(
+        "lr", float("inf"), strict=True)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_gets_a_clear_error(case):
+    error, message, call = CASES[case]
+    with pytest.raises(error, match=message):
+        call()
