@@ -8,8 +8,9 @@ of ``n`` context points gives, for every ``k = 0..n``, ``B`` squared errors: :fu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -161,3 +162,13 @@ def query_risk(
         total, total_sq, count = total + errors.sum().item(), total_sq + errors.square().sum().item(), count + len(errors)
     mean = total / count
     return mean, math.sqrt(max(total_sq / count - mean * mean, 0.0) / (count - 1))
+
+
+def fit_slope(ns: Sequence[float], risks: Sequence[float]) -> float:
+    """The slope of ``log risk`` against ``log n`` by least squares: the empirical rate exponent."""
+    ns, risks = np.asarray(ns, dtype=float), np.asarray(risks, dtype=float)
+    if ns.shape != risks.shape or ns.ndim != 1 or len(ns) < 2:
+        raise ValueError("ns and risks must be sequences of the same length, at least 2")
+    if not (np.isfinite(ns).all() and np.isfinite(risks).all() and (ns > 0).all() and (risks > 0).all()):
+        raise ValueError("ns and risks must be positive and finite")
+    return float(np.polyfit(np.log(ns), np.log(risks), 1)[0])

@@ -18,6 +18,9 @@ maps a :class:`~icl_utils.prompts.Prompt` to its prediction at the query, shape 
 
 :func:`ltb_from_gd_beta` writes a GD-beta model as an LTB (Lemma 5.1), and :func:`gd_beta_from_ltb` reads the
 GD-beta model off an LTB's weights.
+
+Linear attention on learned features, ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)`` (:class:`AttentionOnFeatures`):
+:class:`FeatureAttention` (one ReLU layer, chapter 3) and :class:`MLPAttention` (an MLP, chapter 1).
 """
 
 from __future__ import annotations
@@ -214,7 +217,24 @@ def gd_beta_from_ltb(model: LTB) -> GDBeta:
     return GDBeta(d, beta0=c_full[:d], gamma=(u[d] * b[:d]).T)
 
 
-class FeatureAttention(QueryModel):
+class AttentionOnFeatures(QueryModel):
+    """Linear attention on a feature map ``f``: ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)``. Subclasses define
+    ``features`` and the parameter ``gamma``; the prediction is linear in ``Gamma`` (so that Gamma can be fitted
+    by ridge regression, :func:`icl_utils.train.fit_attention_ridge`)."""
+
+    def features(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def context_summary(self, prompt: Prompt) -> Tensor:
+        """``(1/n) sum_i y_i f(x_i)``, shape ``(B, m)``: what the attention reads from the context."""
+        return (prompt.y[..., None] * self.features(prompt.x)).mean(1)
+
+    def forward(self, prompt: Prompt) -> Tensor:
+        prompt = self._check(prompt)
+        return ((self.context_summary(prompt) @ self.gamma) * self.features(prompt.x_query)).sum(-1)
+
+
+class FeatureAttention(AttentionOnFeatures):
     """ReLU features feeding linear attention (chapter 3):
     ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)`` with ``f(x) = ReLU(W x + b)`` of width ``m``.
 
@@ -243,10 +263,24 @@ class FeatureAttention(QueryModel):
     def features(self, x: Tensor) -> Tensor:
         return torch.relu(x @ self.W.T + self.b)
 
-    def context_summary(self, prompt: Prompt) -> Tensor:
-        """``(1/n) sum_i y_i f(x_i)``, shape ``(B, m)``: what the attention reads from the context."""
-        return (prompt.y[..., None] * self.features(prompt.x)).mean(1)
 
-    def forward(self, prompt: Prompt) -> Tensor:
-        prompt = self._check(prompt)
-        return ((self.context_summary(prompt) @ self.gamma) * self.features(prompt.x_query)).sum(-1)
+class MLPAttention(AttentionOnFeatures):
+    """A deep feature map feeding linear attention (chapter 1): ``phi`` is an MLP ``R^d -> R^N`` (``depth`` hidden
+    layers of width ``hidden``, GELU), and the prediction is ``(1/n) sum_i y_i phi(x_i)^T Gamma phi(x_query)``.
+    ``Gamma`` starts at ``I / N``; the MLP has PyTorch's default initialization (seeded by the caller)."""
+
+    def __init__(self, dim: int, n_features: int, *, hidden: int = 64, depth: int = 2):
+        super().__init__(dim)
+        n_features = checks.positive_int("n_features", n_features)
+        hidden = checks.positive_int("hidden", hidden)
+        depth = checks.positive_int("depth", depth)
+        layers: list[nn.Module] = []
+        width = dim
+        for _ in range(depth):
+            layers += [nn.Linear(width, hidden), nn.GELU()]
+            width = hidden
+        self.phi = nn.Sequential(*layers, nn.Linear(width, n_features))
+        self.gamma = nn.Parameter(torch.eye(n_features) / n_features)
+
+    def features(self, x: Tensor) -> Tensor:
+        return self.phi(x)

@@ -1,0 +1,157 @@
+"""Nonparametric regression tasks over a fixed basis: the task family of chapter 1 (Kim, Nakamaki and Suzuki 2024).
+
+A task is ``F(x) = sum_j beta_j f_j(x)`` over the first ``N`` functions of a basis of ``L^2([0, 1]^d)``, with
+independent ``beta_j ~ N(0, j^(-2s-1))``; inputs are uniform on ``[0, 1]^d`` and labels carry Gaussian noise. The
+decay of the coefficients' variances is the smoothness: ``F`` lies in a Sobolev (Fourier basis) or Besov (B-spline
+basis) ball of order ``s``, where the minimax rate of regression from ``n`` examples is ``n^(-2s/(2s+1))``.
+
+* ``fourier``: products ``prod_k e_{j_k}(x_k)`` of the trigonometric basis ``e_1 = 1``,
+  ``e_{2k} = sqrt(2) cos(2 pi k x)``, ``e_{2k+1} = sqrt(2) sin(2 pi k x)``, ordered by total frequency; orthonormal.
+* ``bspline``: dyadic tensor-product B-splines ``prod_k 2^(a/2) N_m(2^a x_k - b_k)``, level ``a = 0, 1, ...`` first,
+  every shift whose support meets ``[0, 1]``; the cardinal B-spline ``N_m`` is the ``(m+1)``-fold convolution
+  of the indicator of ``[0, 1]``. Not orthonormal: neighbouring shifts and levels overlap (the Gram matrix under
+  uniform inputs is banded), which the oracle's posterior mean takes into account.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from icl_utils import checks
+from icl_utils.estimators import bayes_linear_regression
+from icl_utils.prompts import Prompt
+
+BASES = ("fourier", "bspline")
+
+
+def cardinal_bspline(x: Tensor, order: int) -> Tensor:
+    """The cardinal B-spline ``N_m(x)`` of order ``m``: the ``(m+1)``-fold convolution of ``1[0, 1)``, supported on
+    ``[0, m+1]``, by the recursion ``N_m(x) = (x N_{m-1}(x) + (m+1-x) N_{m-1}(x-1)) / m``."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    order = checks.positive_int("order", order, minimum=0)
+    if order == 0:
+        return ((x >= 0) & (x < 1)).to(x.dtype)
+    return (x * cardinal_bspline(x, order - 1) + (order + 1 - x) * cardinal_bspline(x - 1, order - 1)) / order
+
+
+def _trig(x: Tensor, j: int) -> Tensor:
+    """The one-dimensional trigonometric basis function ``e_j`` (1-based)."""
+    if j == 1:
+        return torch.ones_like(x)
+    k = j // 2
+    return math.sqrt(2) * (torch.cos if j % 2 == 0 else torch.sin)(2 * math.pi * k * x)
+
+
+def _fourier_indices(dim: int, count: int) -> list[tuple[int, ...]]:
+    """The first ``count`` multi-indices ``(j_1, ..., j_d)``, ordered by total frequency ``sum_k j_k // 2``."""
+    max_j = 2
+    while True:
+        grid = sorted(itertools.product(range(1, max_j + 1), repeat=dim),
+                      key=lambda js: (sum(j // 2 for j in js), js))
+        if len(grid) >= count and sum(j // 2 for j in grid[count - 1]) < max_j // 2:
+            return grid[:count]
+        max_j *= 2
+
+
+def _bspline_indices(dim: int, count: int, order: int) -> list[tuple[int, tuple[int, ...]]]:
+    """The first ``count`` (level, shifts) pairs: levels in order, shifts ``b`` with ``2^a x - b`` in the support."""
+    out: list[tuple[int, tuple[int, ...]]] = []
+    level = 0
+    while len(out) < count:
+        shifts = range(-order, 2**level)
+        out.extend((level, b) for b in itertools.product(shifts, repeat=dim))
+        level += 1
+    return out[:count]
+
+
+@dataclass(frozen=True)
+class NonparametricTasks:
+    """Tasks ``F = sum_{j <= n_basis} beta_j f_j`` with ``beta_j ~ N(0, j^(-2s-1))`` on inputs uniform in
+    ``[0, 1]^dim``; see the module docstring for the bases. ``order`` is the B-spline order ``m``."""
+
+    dim: int
+    smoothness: float
+    basis: str = "fourier"
+    n_basis: int = 64
+    order: int = 2
+    noise_std: float = 0.1
+    _index: list = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        dim = checks.positive_int("dim", self.dim)
+        checks.nonnegative_float("smoothness", self.smoothness, strict=True)
+        if self.basis not in BASES:
+            raise ValueError(f"basis must be one of {BASES}, got {self.basis!r}")
+        count = checks.positive_int("n_basis", self.n_basis)
+        order = checks.positive_int("order", self.order, minimum=0)
+        checks.nonnegative_float("noise_std", self.noise_std)
+        index = _fourier_indices(dim, count) if self.basis == "fourier" else _bspline_indices(dim, count, order)
+        object.__setattr__(self, "_index", index)
+
+    @property
+    def noise_var(self) -> float:
+        return self.noise_std**2
+
+    def prior_var(self) -> Tensor:
+        """The variances ``j^(-2s-1)`` of the coefficients, float64, shape ``(n_basis,)``."""
+        j = torch.arange(1, self.n_basis + 1, dtype=torch.float64)
+        return j ** (-2 * self.smoothness - 1)
+
+    def features(self, x: Tensor) -> Tensor:
+        """The basis functions at ``x`` (shape ``(..., dim)``): shape ``(..., n_basis)``."""
+        if not isinstance(x, Tensor) or x.shape[-1] != self.dim:
+            raise ValueError(f"x must be a tensor with last dimension dim={self.dim}")
+        if self.basis == "fourier":
+            cols = [math.prod(_trig(x[..., k], j) for k, j in enumerate(js)) for js in self._index]
+        else:
+            cols = [
+                math.prod(2 ** (a / 2) * cardinal_bspline(2**a * x[..., k] - b, self.order) for k, b in enumerate(bs))
+                for a, bs in self._index
+            ]
+        return torch.stack(cols, dim=-1)
+
+    def sample(
+        self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None,
+        weights: Tensor | None = None, noiseless_query: bool = False,
+    ) -> Prompt:
+        """``batch`` prompts of ``n`` examples and a query on the generator's device; ``weights`` (shape
+        ``(batch, n_basis)``) fixes the coefficients instead of drawing them from the prior. With
+        ``noiseless_query`` the query's label is ``F(x_query)`` itself, so that a squared error is the excess risk
+        (the risk above the noise level) without the noise's Monte Carlo variance."""
+        batch = checks.positive_int("batch", batch)
+        n = checks.positive_int("n", n, minimum=0)
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if active_dims is not None:
+            raise ValueError("NonparametricTasks has no curriculum over dimensions (active_dims must be None)")
+        dev = generator.device
+        if weights is None:
+            std = self.prior_var().sqrt().to(dev, torch.float32)
+            weights = torch.randn(batch, self.n_basis, generator=generator, device=dev) * std
+        elif not isinstance(weights, Tensor) or tuple(weights.shape) != (batch, self.n_basis):
+            raise ValueError(f"weights must be a tensor of shape ({batch}, {self.n_basis})")
+        xs = torch.rand(batch, n + 1, self.dim, generator=generator, device=dev)
+        ys = torch.einsum("bnj,bj->bn", self.features(xs), weights.to(dev, torch.float32))
+        if self.noise_std > 0:
+            noise = self.noise_std * torch.randn(ys.shape, generator=generator, device=dev)
+            if noiseless_query:
+                noise[:, n] = 0
+            ys = ys + noise
+        return Prompt(x=xs[:, :n], y=ys[:, :n], x_query=xs[:, n], y_query=ys[:, n])
+
+    def feature_prompt(self, prompt: Prompt) -> Prompt:
+        """The same prompt with every input replaced by its basis functions: a linear-regression prompt."""
+        return Prompt(self.features(prompt.x), prompt.y, self.features(prompt.x_query), prompt.y_query)
+
+    def posterior_mean(self, prompt: Prompt) -> Tensor:
+        """The oracle: the Bayes posterior mean of ``F(x_query)`` for a learner that knows the basis and the prior
+        (Bayesian linear regression on the basis functions)."""
+        var = self.prior_var()
+        return bayes_linear_regression(self.feature_prompt(prompt), torch.zeros_like(var), torch.diag(var),
+                                       self.noise_var)
