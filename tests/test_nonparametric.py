@@ -61,7 +61,7 @@ def test_mlp_attention_gamma_is_fitted_by_ridge(gen):
     """The prediction is linear in Gamma, so the stage-2 ridge fit applies and lowers the ICL risk."""
     task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=16, noise_std=0.3)
     torch.manual_seed(0)
-    model = MLPAttention(1, 8, hidden=16)
+    model = MLPAttention(1, 8, hidden=16, input_scale=5.0)
     before = query_risk(model.predict, task, 16, 4096, gen)[0]
     fit_attention_ridge(model, task, n_tasks=4096, n=16, lam=1e-4, generator=gen)
     after = query_risk(model.predict, task, 16, 4096, gen)[0]

@@ -1,8 +1,11 @@
 """Property-based tests (hypothesis): invariances every in-context estimator must have, on random sizes and data.
 
 Each example draws the sizes and a seed; the data come from torch with that seed, so a failure is reproducible
-from the example hypothesis prints.
+from the example hypothesis prints. Under CI=true the examples are derandomized (the same every run), so that CI
+never flakes; a local run explores new examples each time (that is how a tie in kernel ridge's leave-one-out choice of penalty was found).
 """
+
+import os
 
 import pytest
 import torch
@@ -25,7 +28,8 @@ from icl_utils.tasks import LinearRegression
 sizes = st.fixed_dictionaries(
     {"batch": st.integers(1, 4), "n": st.integers(1, 12), "dim": st.integers(1, 6), "seed": st.integers(0, 2**31)}
 )
-SETTINGS = settings(max_examples=40, deadline=None)
+DERANDOMIZE = os.environ.get("CI", "").lower() == "true"
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=DERANDOMIZE)
 
 
 def draw(batch, n, dim, seed):
@@ -92,7 +96,7 @@ def test_rescaling_the_labels_rescales_the_prediction(name, size, scale):
     torch.testing.assert_close(estimator(scaled), scale * estimator(p), rtol=1e-3, atol=1e-4)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=DERANDOMIZE)
 @given(n=st.integers(1, 16), dim=st.integers(1, 6), noise=st.floats(0.1, 2.0),
        lam=st.floats(1e-3, 1e2), seed=st.integers(0, 2**31))
 def test_bayes_is_never_beaten_by_ridge_with_another_penalty(n, dim, noise, lam, seed):

@@ -267,9 +267,13 @@ class FeatureAttention(AttentionOnFeatures):
 class MLPAttention(AttentionOnFeatures):
     """A deep feature map feeding linear attention (chapter 1): ``phi`` is an MLP ``R^d -> R^N`` (``depth`` hidden
     layers of width ``hidden``, GELU), and the prediction is ``(1/n) sum_i y_i phi(x_i)^T Gamma phi(x_query)``.
-    ``Gamma`` starts at ``I / N``; the MLP has PyTorch's default initialization (seeded by the caller)."""
+    ``Gamma`` starts at ``I / N``; the MLP has PyTorch's default initialization (seeded by the caller), except that
+    the first layer's weights are multiplied by ``input_scale`` and its biases drawn from
+    ``U[-input_scale, input_scale]``: on inputs in ``[0, 1]`` the default gives features too smooth to learn the
+    higher harmonics of a Fourier basis (chapter 1's notes measured a loss stuck at 0.20 with scale 1, 0.078 with
+    scale 10)."""
 
-    def __init__(self, dim: int, n_features: int, *, hidden: int = 64, depth: int = 2):
+    def __init__(self, dim: int, n_features: int, *, hidden: int = 64, depth: int = 2, input_scale: float = 1.0):
         super().__init__(dim)
         n_features = checks.positive_int("n_features", n_features)
         hidden = checks.positive_int("hidden", hidden)
@@ -279,7 +283,11 @@ class MLPAttention(AttentionOnFeatures):
         for _ in range(depth):
             layers += [nn.Linear(width, hidden), nn.GELU()]
             width = hidden
+        input_scale = checks.nonnegative_float("input_scale", input_scale, strict=True)
         self.phi = nn.Sequential(*layers, nn.Linear(width, n_features))
+        with torch.no_grad():
+            self.phi[0].weight.mul_(input_scale)
+            self.phi[0].bias.uniform_(-input_scale, input_scale)
         self.gamma = nn.Parameter(torch.eye(n_features) / n_features)
 
     def features(self, x: Tensor) -> Tensor:
