@@ -96,3 +96,15 @@ def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> No
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+def generator(value: object) -> torch.Generator:
+    """A torch.Generator (samplers draw on its device)."""
+    if not isinstance(value, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(value).__name__}")
+    return value
+
+
+def sample_sizes(batch: object, n: object, gen: object) -> tuple[int, int, torch.Generator]:
+    """The arguments every sampler shares: ``batch >= 1`` prompts of ``n >= 0`` examples, drawn with ``gen``."""
+    return positive_int("batch", batch), positive_int("n", n, minimum=0), generator(gen)

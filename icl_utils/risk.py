@@ -122,8 +122,7 @@ def bayes_risk(
     n = checks.positive_int("n", n)
     n_mc = checks.positive_int("n_mc", n_mc, minimum=2)
     chunk_size = checks.positive_int("chunk_size", chunk_size)
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    checks.generator(generator)
     d = mean.shape[0]
     h_sqrt = checks.psd_sqrt(h)
     solve = torch.linalg.solve if noise > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)

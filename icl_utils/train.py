@@ -104,8 +104,7 @@ def _check_common(task, steps, batch_size, n_points, lr, schedule, curriculum, g
     log_every = checks.positive_int("log_every", log_every)
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    checks.generator(generator)
     if not callable(getattr(task, "sample", None)):
         raise TypeError(f"task must have a sample(batch, n, generator, active_dims) method, got {type(task).__name__}")
     if curriculum is not None and not isinstance(curriculum, Curriculum):

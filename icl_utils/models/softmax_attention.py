@@ -48,8 +48,7 @@ def sample_counts(probs: Tensor, n_context: int, n_samples: int, generator: torc
     n_context = checks.positive_int("n_context", n_context)
     n_samples = checks.positive_int("n_samples", n_samples)
     probs = checks.probabilities("probs", probs)
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    checks.generator(generator)
     dev = generator.device
     idx = torch.multinomial(probs.to(dev, torch.float32), n_samples * n_context, replacement=True,
                             generator=generator).view(n_samples, n_context)

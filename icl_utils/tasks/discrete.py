@@ -54,8 +54,7 @@ class DiscreteFeatures:
 
     def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query on the generator's device (``active_dims`` unsupported)."""
-        batch = checks.positive_int("batch", batch)
-        n = checks.positive_int("n", n, minimum=0)
+        batch, n, generator = checks.sample_sizes(batch, n, generator)
         if active_dims is not None:
             raise ValueError("active_dims is not defined for discrete features; pass None")
         prompt, _ = self.sample_with_labels(batch, n, generator)

@@ -82,10 +82,7 @@ class LinearRegression:
         ``active_dims`` keeps only the first coordinates of x (the others are zero), as in Garg et al.'s
         curriculum. ``weights`` fixes the tasks (shape ``(batch, dim)``) instead of drawing them from the prior.
         """
-        batch = checks.positive_int("batch", batch)
-        n = checks.positive_int("n", n, minimum=0)
-        if not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        batch, n, generator = checks.sample_sizes(batch, n, generator)
         dev = generator.device
         if weights is None:
             weights = self.sample_weights(batch, generator)

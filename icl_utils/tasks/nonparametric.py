@@ -124,10 +124,7 @@ class NonparametricTasks:
         ``(batch, n_basis)``) fixes the coefficients instead of drawing them from the prior. With
         ``noiseless_query`` the query's label is ``F(x_query)`` itself, so that a squared error is the excess risk
         (the risk above the noise level) without the noise's Monte Carlo variance."""
-        batch = checks.positive_int("batch", batch)
-        n = checks.positive_int("n", n, minimum=0)
-        if not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        batch, n, generator = checks.sample_sizes(batch, n, generator)
         if active_dims is not None:
             raise ValueError("NonparametricTasks has no curriculum over dimensions (active_dims must be None)")
         dev = generator.device

@@ -87,10 +87,7 @@ class SingleIndexTasks:
 
     def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query from new tasks, on the generator's device."""
-        batch = checks.positive_int("batch", batch)
-        n = checks.positive_int("n", n, minimum=0)
-        if not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        batch, n, generator = checks.sample_sizes(batch, n, generator)
         if active_dims is not None:
             raise ValueError("single-index tasks have no curriculum; active_dims must be None")
         dev = generator.device
