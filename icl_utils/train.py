@@ -134,7 +134,7 @@ class _GraphedStep:
     """
 
     def __init__(self, params: list[Tensor], loss_fn: Callable[[Prompt], Tensor], lr: Tensor, warmup: int = 2):
-        self.params, self.loss_fn, self.warmup = params, loss_fn, warmup
+        self.loss_fn, self.warmup = loss_fn, warmup
         self.optimizer = torch.optim.Adam(params, lr=lr, fused=True, capturable=True)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.shape: tuple | None = None
