@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not notebooks:
         raise SystemExit(f"no notebook in {args.notebooks} starts with {args.prefixes}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    env = {**os.environ, "ICL_MODE": args.mode, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1",
+    env = {**os.environ, "ICL_MODE": args.mode, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     chapters = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -69,8 +69,11 @@ def main(argv: list[str] | None = None) -> dict:
             if args.logs:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 (args.logs / f"{notebook.stem}.log").write_text(log)
+            # A passing chapter's printed numbers are on stdout; a failing one's traceback is on stderr (where the
+            # progress bars also go, so a passing chapter's stderr is not worth keeping).
+            tail = (proc.stderr if proc.returncode else proc.stdout)[-2000:]
             chapters.append({"notebook": notebook.stem, "seconds": seconds, "returncode": proc.returncode,
-                             "log_tail": log[-2000:]})
+                             "log_tail": tail})
             status = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
             print(f"{notebook.stem:28s} {seconds:8.1f} s  {status}", flush=True)
             if proc.returncode:

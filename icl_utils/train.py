@@ -96,7 +96,24 @@ def _squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
     return (preds.float() - targets).square().mean()
 
 
-def _check_common(task, steps, batch_size, n_points, lr, schedule, curriculum, generator, log_every):
+@dataclass(frozen=True)
+class _Plan:
+    """What :func:`train` and :func:`train_ensemble` share once their arguments are checked."""
+
+    steps: int
+    batch_size: int  # prompts per model per step
+    lr: float
+    schedule: str
+    log_every: int
+    dev: torch.device
+    graph: bool  # replay the step as a CUDA graph
+    draw: Callable[[int], Prompt]  # step -> the prompts of that step, batch_size per model
+
+
+def _plan(models, task, *, steps, batch_size, n_points, generator, lr, schedule, curriculum, cuda_graph,
+          log_every) -> _Plan:
+    """Check the arguments shared by the two training functions and build the prompt stream: step ``t`` draws
+    ``batch_size`` prompts per model of ``n_points`` points, or the curriculum's size at ``t``."""
     steps = checks.positive_int("steps", steps)
     batch_size = checks.positive_int("batch_size", batch_size)
     n_points = checks.positive_int("n_points", n_points)
@@ -104,23 +121,34 @@ def _check_common(task, steps, batch_size, n_points, lr, schedule, curriculum, g
     log_every = checks.positive_int("log_every", log_every)
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
-    checks.generator(generator)
+    dev = checks.generator(generator).device
     if not callable(getattr(task, "sample", None)):
         raise TypeError(f"task must have a sample(batch, n, generator, active_dims) method, got {type(task).__name__}")
     if curriculum is not None and not isinstance(curriculum, Curriculum):
         raise TypeError(f"curriculum must be a Curriculum or None, got {type(curriculum).__name__}")
     if curriculum is not None and curriculum.points[1] > n_points:
         raise ValueError(f"curriculum ends at {curriculum.points[1]} points, more than n_points={n_points}")
-    return steps, batch_size, n_points, lr, log_every
-
-
-def _check_models_device(models: Sequence[nn.Module], dev: torch.device) -> None:
     for i, model in enumerate(models):
         if not isinstance(model, nn.Module):
             raise TypeError(f"model {i} must be a torch.nn.Module, got {type(model).__name__}")
         param_dev = next(model.parameters()).device
         if param_dev.type != dev.type:
             raise ValueError(f"model is on {param_dev} but the generator samples on {dev}; move one of them")
+    if cuda_graph is None:
+        graph = dev.type == "cuda"
+    elif not isinstance(cuda_graph, bool):
+        raise TypeError(f"cuda_graph must be True, False or None, got {cuda_graph!r}")
+    elif cuda_graph and dev.type != "cuda":
+        raise ValueError(f"cuda_graph=True needs a CUDA device, but the generator samples on {dev}")
+    else:
+        graph = cuda_graph
+    total = batch_size * len(models)
+
+    def draw(step: int) -> Prompt:
+        dims, points = curriculum.at(step) if curriculum is not None else (None, n_points)
+        return task.sample(total, points - 1, generator, active_dims=dims)
+
+    return _Plan(steps, batch_size, lr, schedule, log_every, dev, graph, draw)
 
 
 class _GraphedStep:
@@ -177,23 +205,19 @@ class _GraphedStep:
 def _optimize(
     params: list[Tensor],
     loss_fn: Callable[[Prompt], Tensor],
-    draw: Callable[[int], Prompt],
+    plan: _Plan,
     *,
-    steps: int,
-    lr: float,
-    schedule: str,
-    dev: torch.device,
     n_losses: int,
-    cuda_graph: bool,
     progress: bool,
-    log_every: int,
     desc: str,
 ) -> tuple[np.ndarray, float]:
-    """Adam on ``params`` for ``steps`` steps; step ``t`` draws ``draw(t)`` and minimizes ``loss_fn(prompt).sum()``,
-    a vector of ``n_losses`` independent losses (one per model). Returns the losses, shape ``(steps, n_losses)``,
-    and the seconds taken. The host syncs only every ``log_every`` steps, to show and check the loss."""
-    factor = _schedule(schedule, steps)
-    if cuda_graph:
+    """Adam on ``params`` for ``plan.steps`` steps; step ``t`` draws ``plan.draw(t)`` and minimizes
+    ``loss_fn(prompt).sum()``, a vector of ``n_losses`` independent losses (one per model). Returns the losses,
+    shape ``(steps, n_losses)``, and the seconds taken. The host syncs only every ``log_every`` steps, to show and
+    check the loss."""
+    steps, lr, log_every, dev, draw = plan.steps, plan.lr, plan.log_every, plan.dev, plan.draw
+    factor = _schedule(plan.schedule, steps)
+    if plan.graph:
         lr_now = torch.tensor(lr * factor(0), device=dev)
         step_fn = _GraphedStep(params, loss_fn, lr_now)
     else:
@@ -212,7 +236,7 @@ def _optimize(
     start = time.perf_counter()
     bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False)
     for step in bar:
-        if cuda_graph:
+        if plan.graph:
             lr_now.fill_(lr * factor(step))
         history[step] = step_fn(draw(step))
         if (step + 1) % log_every == 0 or step + 1 == steps:
@@ -232,16 +256,6 @@ def _stop_if_not_finite(losses: Tensor, first_step: int) -> None:
         raise FloatingPointError(
             f"training loss became {losses[bad].tolist()} at step {first_step + bad}; lower lr or check the task"
         )
-
-
-def _use_graph(cuda_graph: bool | None, dev: torch.device) -> bool:
-    if cuda_graph is None:
-        return dev.type == "cuda"
-    if not isinstance(cuda_graph, bool):
-        raise TypeError(f"cuda_graph must be True, False or None, got {cuda_graph!r}")
-    if cuda_graph and dev.type != "cuda":
-        raise ValueError(f"cuda_graph=True needs a CUDA device, but the generator samples on {dev}")
-    return cuda_graph
 
 
 def train(
@@ -278,28 +292,20 @@ def train(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    steps, batch_size, n_points, lr, log_every = _check_common(
-        task, steps, batch_size, n_points, lr, schedule, curriculum, generator, log_every)
-    dev = generator.device
-    _check_models_device([model], dev)
-    graph = _use_graph(cuda_graph, dev)
-    on_cuda = dev.type == "cuda"
+    plan = _plan([model], task, steps=steps, batch_size=batch_size, n_points=n_points, generator=generator, lr=lr,
+                 schedule=schedule, curriculum=curriculum, cuda_graph=cuda_graph, log_every=log_every)
+    autocast = bf16 and plan.dev.type == "cuda"
 
     def loss_fn(prompt: Prompt) -> Tensor:
         # Autocast's weight cache must be off inside a CUDA graph capture.
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16 and on_cuda, cache_enabled=not graph):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast, cache_enabled=not plan.graph):
             preds = model(prompt)
         return _squared_errors(preds, prompt)[None]
 
-    def draw(step: int) -> Prompt:
-        dims, points = curriculum.at(step) if curriculum is not None else (None, n_points)
-        return task.sample(batch_size, points - 1, generator, active_dims=dims)
-
     model.train()
     try:
-        losses, seconds = _optimize(list(model.parameters()), loss_fn, draw, steps=steps, lr=lr, schedule=schedule,
-                                    dev=dev, n_losses=1, cuda_graph=graph, progress=progress, log_every=log_every,
-                                    desc=desc)
+        losses, seconds = _optimize(list(model.parameters()), loss_fn, plan, n_losses=1,
+                                    progress=progress, desc=desc)
     finally:
         model.eval()
     return TrainHistory(losses=losses[:, 0], seconds=seconds)
@@ -332,41 +338,33 @@ def train_ensemble(
     models = list(models) if isinstance(models, (list, tuple)) else models
     if not isinstance(models, list) or not models:
         raise TypeError("models must be a non-empty list or tuple of torch.nn.Module")
-    steps, batch_size, n_points, lr, log_every = _check_common(
-        task, steps, batch_size, n_points, lr, schedule, curriculum, generator, log_every)
-    dev = generator.device
-    _check_models_device(models, dev)
+    plan = _plan(models, task, steps=steps, batch_size=batch_size, n_points=n_points, generator=generator, lr=lr,
+                 schedule=schedule, curriculum=curriculum, cuda_graph=cuda_graph, log_every=log_every)
     names = [name for name, _ in models[0].named_parameters()]
     for i, model in enumerate(models[1:], start=1):
         if type(model) is not type(models[0]) or [n for n, _ in model.named_parameters()] != names or any(
             p.shape != q.shape for p, q in zip(model.parameters(), models[0].parameters())
         ):
             raise ValueError(f"model {i} differs in architecture from model 0; an ensemble needs one architecture")
-    graph = _use_graph(cuda_graph, dev)
     n_models = len(models)
     params, buffers = torch.func.stack_module_state(models)
-    base = copy.deepcopy(models[0]).to("meta")
+    base = copy.deepcopy(models[0]).to("meta").train()
 
     def one_model(p, b, x, y, xq, yq):
         prompt = Prompt(x=x, y=y, x_query=xq, y_query=yq)
         return _squared_errors(torch.func.functional_call(base, (p, b), (prompt,)), prompt)
 
     def loss_fn(prompt: Prompt) -> Tensor:
-        split = [t.reshape(n_models, batch_size, *t.shape[1:])
+        split = [t.reshape(n_models, plan.batch_size, *t.shape[1:])
                  for t in (prompt.x, prompt.y, prompt.x_query, prompt.y_query)]
         # Attention as plain matrix products: vmap batches those natively, while the fused attention kernels
         # have no batching rule on the CPU and fail in the backward pass on CUDA (torch 2.11).
         with sdpa_kernel(SDPBackend.MATH):
             return torch.func.vmap(one_model)(params, buffers, *split)
 
-    def draw(step: int) -> Prompt:
-        dims, points = curriculum.at(step) if curriculum is not None else (None, n_points)
-        return task.sample(n_models * batch_size, points - 1, generator, active_dims=dims)
-
     try:
-        losses, seconds = _optimize(list(params.values()), loss_fn, draw, steps=steps, lr=lr, schedule=schedule,
-                                    dev=dev, n_losses=n_models, cuda_graph=graph, progress=progress,
-                                    log_every=log_every, desc=desc)
+        losses, seconds = _optimize(list(params.values()), loss_fn, plan, n_losses=n_models,
+                                    progress=progress, desc=desc)
     finally:
         with torch.no_grad():
             for s, model in enumerate(models):
