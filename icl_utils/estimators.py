@@ -75,6 +75,23 @@ def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tenso
     return _predict_linear(prompt, w)
 
 
+def discrete_posterior_mean(prompt: Prompt, pool: Tensor, noise_var: float) -> Tensor:
+    """The Bayes posterior mean when the task's weights are uniform on a finite pool ``pool`` (shape ``(M, d)``)
+    and the noise is Gaussian with variance ``noise_var``: the pool members are weighted by their likelihood on the
+    context, ``p_m ∝ exp(-||y - X w_m||^2 / (2 sigma^2))``, and the prediction is ``sum_m p_m <w_m, x_query>``.
+    Raventós et al. (2023) call it dMMSE: the optimum for the pretraining pool, a poor guess on a new task."""
+    prompt = _check_prompt(prompt)
+    if not isinstance(pool, Tensor) or pool.ndim != 2 or pool.shape[0] < 1 or pool.shape[1] != prompt.dim:
+        raise ValueError(f"pool must be a tensor of shape (M, {prompt.dim}) with M >= 1 candidate weight vectors")
+    if not torch.isfinite(pool).all():
+        raise ValueError("pool must be finite")
+    pool = pool.to(prompt.x.device, torch.float64)
+    noise_var = checks.nonnegative_float("noise_var", noise_var, strict=True)
+    x, y, xq = prompt.x.double(), prompt.y.double(), prompt.x_query.double()
+    log_lik = -(y[:, :, None] - x @ pool.T).square().sum(1) / (2 * noise_var)  # (B, M)
+    return (torch.softmax(log_lik, dim=1) * (xq @ pool.T)).sum(1).to(prompt.x.dtype)
+
+
 def one_step_gd(prompt: Prompt, lr: float) -> Tensor:
     """One gradient step from ``w = 0`` on ``(1/2n) sum_i (y_i - <w, x_i>)^2``: ``w = (lr / n) X^T y``."""
     prompt = _check_prompt(prompt)
@@ -115,33 +132,42 @@ def nearest_neighbours(prompt: Prompt, k: int = 3) -> Tensor:
 
 
 def kernel_ridge(
-    prompt: Prompt, lams: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0), bandwidth: float | None = None
+    prompt: Prompt,
+    lams: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0),
+    bandwidth: float | tuple[float, ...] | None = None,
 ) -> Tensor:
-    """Gaussian-kernel ridge regression on the prompt alone, its penalty tuned per prompt by leave-one-out.
+    """Gaussian-kernel ridge regression on the prompt alone, tuned per prompt by leave-one-out.
 
-    The kernel is ``exp(-||x - x'||^2 / (2 h^2))`` with ``h = sqrt(d)`` unless ``bandwidth`` is given. For each
-    penalty ``lam`` in ``lams`` the leave-one-out residuals have the closed form ``alpha_i / [(K + lam I)^{-1}]_ii``;
-    each prompt uses the penalty with the smallest leave-one-out error.
+    The kernel is ``exp(-||x - x'||^2 / (2 h^2))`` with ``h = sqrt(d)`` unless ``bandwidth`` is given; a tuple of
+    bandwidths is tuned together with the penalty. For each pair ``(h, lam)`` the leave-one-out residuals have the
+    closed form ``alpha_i / [(K + lam I)^{-1}]_ii``; each prompt uses the pair with the smallest leave-one-out error.
     """
     prompt = _check_prompt(prompt)
     if not lams or any(checks.nonnegative_float("lams", lam, strict=True) <= 0 for lam in lams):
         raise ValueError("lams must be a non-empty sequence of positive penalties")
-    h = checks.nonnegative_float("bandwidth", bandwidth, strict=True) if bandwidth is not None else prompt.dim**0.5
+    if bandwidth is None:
+        bandwidths = (prompt.dim**0.5,)
+    else:
+        bandwidths = tuple(bandwidth) if isinstance(bandwidth, (tuple, list)) else (bandwidth,)
+        if not bandwidths:
+            raise ValueError("bandwidth must be a positive number or a non-empty sequence of them")
+        bandwidths = tuple(checks.nonnegative_float("bandwidth", h, strict=True) for h in bandwidths)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     x, y, xq = prompt.x.double(), prompt.y.double(), prompt.x_query.double()
-    kernel = torch.exp(-torch.cdist(x, x).square() / (2 * h * h))
-    k_query = torch.exp(-(x - xq[:, None, :]).square().sum(-1) / (2 * h * h))
+    sq_dist, sq_dist_query = torch.cdist(x, x).square(), (x - xq[:, None, :]).square().sum(-1)
     eye = torch.eye(prompt.n_context, dtype=x.dtype, device=x.device)
     best_loo = torch.full_like(y[:, 0], float("inf"))
     best_pred = torch.zeros_like(y[:, 0])
-    for lam in lams:
-        inv = torch.linalg.inv(kernel + lam * eye)
-        alpha = (inv @ y[..., None])[..., 0]
-        loo = (alpha / torch.diagonal(inv, dim1=1, dim2=2)).square().mean(1)
-        pred = (k_query * alpha).sum(1)
-        better = loo < best_loo * (1 - 1e-9)  # a relative margin: ties (n = 1) break the same way at any y scale
-        best_loo, best_pred = torch.where(better, loo, best_loo), torch.where(better, pred, best_pred)
+    for h in bandwidths:
+        kernel, k_query = torch.exp(-sq_dist / (2 * h * h)), torch.exp(-sq_dist_query / (2 * h * h))
+        for lam in lams:
+            inv = torch.linalg.inv(kernel + lam * eye)
+            alpha = (inv @ y[..., None])[..., 0]
+            loo = (alpha / torch.diagonal(inv, dim1=1, dim2=2)).square().mean(1)
+            pred = (k_query * alpha).sum(1)
+            better = loo < best_loo * (1 - 1e-9)  # a relative margin: ties (n = 1) break the same way at any y scale
+            best_loo, best_pred = torch.where(better, loo, best_loo), torch.where(better, pred, best_pred)
     return best_pred.to(prompt.x.dtype)
 
 

@@ -144,9 +144,11 @@ def plot_lines(
     xlabel: str = "gradient-descent step",
     ylabel: str = "",
     logy: bool = False,
+    logx: bool = False,
     styles: Mapping[str, dict] | None = None,
 ) -> Axes:
-    """Several quantities against training step, one labelled line each (``styles`` passes plot keywords)."""
+    """Several quantities against training step (or any ``x``), one labelled line each (``styles`` passes plot
+    keywords); ``logx`` and ``logy`` put the axes on log scales, where a power law is a straight line."""
     ax = ax if ax is not None else plt.gca()
     for name, values in series.items():
         ax.plot(steps, values, label=name, **(styles or {}).get(name, {}))
@@ -154,5 +156,7 @@ def plot_lines(
     ax.set_ylabel(ylabel)
     if logy:
         _log_y(ax)
+    if logx:
+        ax.set_xscale("log", base=2)
     ax.legend()
     return ax

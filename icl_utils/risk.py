@@ -109,6 +109,80 @@ def optimal_gd_step(task: object, n: int, beta0: Tensor | None = None) -> Tensor
     return m @ h @ torch.linalg.pinv((1 + 1 / n) * h @ m @ h + c * h, hermitian=True)
 
 
+def _attention_moments(features: Callable[[Tensor], Tensor], task: object, n: int, prior_cov: Tensor | None,
+                       points: int | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(E y^2, C, G, S)`` for linear attention on ``features`` over a nonparametric task family (see
+    :func:`attention_risk`), expectations over the inputs by the midpoint rule on a grid, in float64."""
+    from icl_utils.tasks.nonparametric import NonparametricTasks
+
+    if not isinstance(task, NonparametricTasks):
+        raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
+    if not callable(features):
+        raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
+    n = checks.positive_int("n", n)
+    prior = torch.diag(task.prior_var()) if prior_cov is None else checks.psd_matrix("prior_cov", prior_cov,
+                                                                                       task.n_basis)
+    points = checks.positive_int("points", points) if points is not None else (4096 if task.dim == 1 else 2**15)
+    if task.dim == 1:  # the midpoint rule: exact for trigonometric polynomials of degree < points
+        nodes = ((torch.arange(points, dtype=torch.float64) + 0.5) / points)[:, None]
+    else:  # a scrambled Sobol sequence (quasi-Monte Carlo), the same nodes at every call
+        nodes = torch.quasirandom.SobolEngine(task.dim, scramble=True, seed=0).draw(points, dtype=torch.float64)
+    basis = task.features(nodes)  # (K, N_true)
+    owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
+    param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
+    with torch.no_grad():
+        phi = features(nodes if param is None else nodes.to(param.device, param.dtype)).double().cpu()
+    if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
+        raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")
+    k = nodes.shape[0]
+    second = ((basis @ prior) * basis).sum(1) + task.noise_var  # E[y^2 | x]
+    b = phi.T @ basis / k
+    c = b @ prior @ b.T
+    g = phi.T @ phi / k
+    w = (phi * second[:, None]).T @ phi / k
+    return second.mean(), c, g, c * (1 - 1 / n) + w / n
+
+
+def attention_gamma(features: Callable[[Tensor], Tensor], task: object, n: int, *, prior_cov: Tensor | None = None,
+                    points: int | None = None, rtol: float = 1e-9) -> Tensor:
+    """The ``Gamma`` that minimizes :func:`attention_risk`: ``Gamma* = S^-1 C G^-1``, computed on the directions of
+    feature space whose variance (eigenvalue of ``G``) exceeds ``rtol`` times the largest, so that redundant or
+    nearly collinear features are allowed. It is what pretraining on infinitely many tasks from ``prior_cov`` (default: the task's
+    prior) converges to for a fixed feature map, and the limit of ridge fitting as the number of prompts grows."""
+    _, c, g, s = _attention_moments(features, task, n, prior_cov, points)
+    # Solve in whitened coordinates psi = phi V D^(-1/2) (G = I there), keeping the directions the features span:
+    # learned features are often nearly collinear, and S^+ C G^+ is then dominated by rounding errors.
+    evals, evecs = torch.linalg.eigh(g)
+    keep = evals > rtol * evals.max()
+    white = evecs[:, keep] / evals[keep].sqrt()
+    gamma_white = torch.linalg.solve(white.T @ s @ white, white.T @ c @ white)
+    return white @ gamma_white @ white.T
+
+
+def attention_risk(features: Callable[[Tensor], Tensor], task: object, n: int, gamma: Tensor, *,
+                   prior_cov: Tensor | None = None, points: int | None = None) -> Tensor:
+    """The exact ICL risk of linear attention on a feature map, ``E (y_q - (1/n) sum_i y_i phi(x_i)^T Gamma
+    phi(x_q))^2``, for tasks ``F = beta^T f`` of a :class:`~icl_utils.tasks.nonparametric.NonparametricTasks`.
+
+    The prediction is linear in the labels, so the risk involves ``beta`` only through ``Lambda = E beta beta^T``
+    (``prior_cov``, default the task's diagonal prior; a pool of tasks gives its second-moment matrix). With
+    ``u = (1/n) sum_i y_i phi(x_i)``, ``G = E phi phi^T``, ``B = E phi f^T``, ``C = B Lambda B^T`` and
+    ``W = E[(f^T Lambda f + sigma^2) phi phi^T]``::
+
+        E u u^T = S = (1 - 1/n) C + W / n,       R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S).
+
+    Expectations over the uniform inputs use ``points`` nodes: the midpoint rule in one dimension (default 4096
+    nodes, exact for the Fourier basis below that frequency), a scrambled Sobol sequence otherwise (default 2^15). ``features`` maps ``(K, dim)`` inputs to
+    ``(K, N)`` features: the true basis (``task.features``) or a model's learned map (``model.features``).
+    """
+    second, c, g, s = _attention_moments(features, task, n, prior_cov, points)
+    size = c.shape[0]
+    if not isinstance(gamma, Tensor) or tuple(gamma.shape) != (size, size):
+        raise ValueError(f"gamma must be a tensor of shape ({size}, {size}) to match the {size} features")
+    gamma = gamma.detach().double().cpu()
+    return second - 2 * torch.trace(gamma @ c) + torch.trace(gamma @ g @ gamma.T @ s)
+
+
 def bayes_risk(
     task: object, n: int, generator: torch.Generator, n_mc: int = 20_000, chunk_size: int = 1024
 ) -> tuple[float, float]:

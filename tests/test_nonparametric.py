@@ -3,9 +3,11 @@
 import pytest
 import torch
 
+from icl_utils.estimators import discrete_posterior_mean, kernel_ridge
 from icl_utils.models.linear_attention import MLPAttention
-from icl_utils.risk import fit_slope, query_risk
+from icl_utils.risk import _attention_moments, attention_gamma, attention_risk, fit_slope, query_risk
 from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
+from icl_utils.tasks.pool import PromptPool
 from icl_utils.train import fit_attention_ridge
 
 
@@ -45,15 +47,8 @@ def test_oracle_risk_follows_the_minimax_rate(gen):
     """Excess risk of the posterior mean against n: slope near -2s/(2s+1) = -2/3 at s = 1 (noise large enough that
     the truncation at n_basis is not reached)."""
     task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=64, noise_std=0.5)
-
-    class NoiselessQuery:
-        dim = 1
-
-        def sample(self, batch, n, generator, active_dims=None):
-            return task.sample(batch, n, generator, noiseless_query=True)
-
     ns = (16, 32, 64, 128)
-    risks = [query_risk(task.posterior_mean, NoiselessQuery(), n, 4096, gen)[0] for n in ns]
+    risks = [query_risk(task.posterior_mean, _noiseless_queries(task), n, 4096, gen)[0] for n in ns]
     assert abs(fit_slope(ns, risks) + 2 / 3) < 0.1
 
 
@@ -97,3 +92,122 @@ def test_bad_sample_and_basis_arguments_raise(gen):
         cardinal_bspline(torch.zeros(3), -1)
     with pytest.raises(ValueError, match="last dimension dim=1"):
         task.features(torch.zeros(4, 2))
+
+
+def _noiseless_queries(task):
+    """The task family with noiseless query labels, so that a squared error is an excess risk."""
+
+    class NoiselessQuery:
+        dim = task.dim
+
+        def sample(self, batch, n, generator, active_dims=None):
+            return task.sample(batch, n, generator, noiseless_query=True)
+
+    return NoiselessQuery()
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_attention_risk_matches_monte_carlo(dim, gen):
+    """The closed form against the sampled ICL risk, for a learned feature map and an arbitrary Gamma."""
+    task = NonparametricTasks(dim=dim, smoothness=1.0, n_basis=24, noise_std=0.4)
+    torch.manual_seed(dim)
+    model = MLPAttention(dim, 6, hidden=16, input_scale=5.0)
+    with torch.no_grad():
+        model.gamma.copy_(torch.randn(6, 6) / 6)
+    exact = attention_risk(model.features, task, 5, model.gamma).item()
+    sampled, se = query_risk(model.predict, task, 5, 2**18, gen)
+    assert abs(exact - sampled) < 4 * se
+
+
+def test_attention_gamma_is_the_minimizer():
+    """The gradient of the risk in Gamma vanishes at Gamma* (autograd on the closed form), and moving away from
+    Gamma* in a random direction raises the risk quadratically."""
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=32, noise_std=0.5)
+    torch.manual_seed(0)
+    model = MLPAttention(1, 8, hidden=16, input_scale=10.0)
+    best = attention_gamma(model.features, task, 20).requires_grad_(True)
+    value = attention_risk(model.features, task, 20, best)
+    # attention_risk detaches Gamma, so rebuild the quadratic from the same moments with autograd
+    _, c, g, s = _attention_moments(model.features, task, 20, None, None)
+    quad = lambda gam: -2 * torch.trace(gam @ c) + torch.trace(gam @ g @ gam.T @ s)  # noqa: E731
+    (grad,) = torch.autograd.grad(quad(best), best)
+    assert grad.abs().max() < 1e-6 * (1 + best.abs().max())
+    direction = torch.randn(8, 8, dtype=torch.float64)
+    for step in (1e-3, 1e-2):
+        assert attention_risk(model.features, task, 20, best.detach() + step * direction) > value
+
+
+def test_ridge_fitted_gamma_approaches_the_closed_form(gen):
+    """Stage-2 ridge over many prompts converges to Gamma* as the penalty vanishes: the fitted risk is within 2% of
+    the optimum (with lam = 1e-6 it is 10% above: learned features are nearly collinear, so even a small penalty
+    shrinks Gamma far from the optimum)."""
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=32, noise_std=0.5)
+    torch.manual_seed(0)
+    model = MLPAttention(1, 4, hidden=16, input_scale=5.0)
+    fit_attention_ridge(model, task, n_tasks=2**15, n=16, lam=1e-8, generator=gen)
+    fitted = attention_risk(model.features, task, 16, model.gamma).item()
+    optimum = attention_risk(model.features, task, 16, attention_gamma(model.features, task, 16)).item()
+    assert optimum <= fitted < 1.02 * optimum
+
+
+def test_true_basis_attention_reaches_the_minimax_slope():
+    """On the true basis the best linear attention's excess risk has local slope -> -2s/(2s+1) from below."""
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=256, noise_std=0.5)
+    ns = [2**k for k in (8, 10, 12, 14)]
+    excess = [attention_risk(task.features, task, n, attention_gamma(task.features, task, n)).item()
+              - task.noise_var for n in ns]
+    local = [-fit_slope(ns[i:i + 2], excess[i:i + 2]) for i in range(3)]
+    assert local[0] < local[1] < local[2] < 2 / 3 < local[2] + 0.05
+
+
+def test_bad_attention_risk_arguments_raise():
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=8)
+    with pytest.raises(ValueError, match="gamma must be a tensor of shape"):
+        attention_risk(task.features, task, 4, torch.eye(3))
+    with pytest.raises(TypeError, match="task must be a NonparametricTasks"):
+        attention_gamma(task.features, object(), 4)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        attention_gamma(task.features, task, 0)
+    with pytest.raises(ValueError, match="prior_cov must have shape"):
+        attention_gamma(task.features, task, 4, prior_cov=torch.eye(3))
+
+
+def test_prompt_pool_draws_only_its_prompts_and_checks_its_arguments(gen):
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=8)
+    pool = PromptPool(task.sample(5, 7, gen))
+    batch = pool.sample(64, 7, gen)
+    members = {round(v, 6) for v in pool.prompts.y_query.tolist()}
+    assert {round(v, 6) for v in batch.y_query.tolist()} <= members
+    assert len(pool) == 5
+    with pytest.raises(ValueError, match="n=7 examples, asked for n=8"):
+        pool.sample(4, 8, gen)
+    with pytest.raises(TypeError, match="prompts must be an icl_utils.Prompt"):
+        PromptPool(task)
+
+
+def test_discrete_posterior_mean_matches_a_direct_computation(gen):
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=6, noise_std=0.3)
+    pool = torch.randn(4, 6, generator=gen, dtype=torch.float64)
+    p = task.feature_prompt(task.sample(3, 5, gen, weights=pool[[0, 2, 3]].float()))
+    got = discrete_posterior_mean(p, pool, task.noise_var)
+    for b in range(3):
+        log_lik = torch.stack([-(p.y[b].double() - p.x[b].double() @ w).square().sum() / (2 * task.noise_var)
+                               for w in pool])
+        want = (torch.softmax(log_lik, 0) * (pool @ p.x_query[b].double())).sum()
+        assert abs(got[b].item() - want.item()) < 1e-5
+    one = discrete_posterior_mean(p, pool[:1], task.noise_var)  # a pool of one task: that task's prediction
+    torch.testing.assert_close(one, (p.x_query.double() @ pool[0]).float())
+    with pytest.raises(ValueError, match="pool must be a tensor of shape"):
+        discrete_posterior_mean(p, pool[:, :3], task.noise_var)
+
+
+def test_kernel_ridge_tunes_the_bandwidth_with_the_penalty(gen):
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=16, noise_std=0.3)
+    p = task.sample(64, 32, gen, noiseless_query=True)
+    one = kernel_ridge(p, bandwidth=0.2)
+    torch.testing.assert_close(kernel_ridge(p, bandwidth=(0.2,)), one)
+    tuned = kernel_ridge(p, bandwidth=(0.02, 0.2, 2.0))
+    err = lambda pred: (pred - p.y_query).square().mean().item()  # noqa: E731
+    assert err(tuned) < 1.2 * min(err(kernel_ridge(p, bandwidth=h)) for h in (0.02, 0.2, 2.0))
+    with pytest.raises(ValueError, match="bandwidth must be a positive number or a non-empty sequence"):
+        kernel_ridge(p, bandwidth=())

@@ -1,0 +1,43 @@
+"""A fixed pretraining set: ``T`` prompts drawn once, the data of the empirical ICL risk
+
+    L_hat(model) = (1/T) sum_t (y_q,t - model(prompt_t))^2
+
+that chapter 1's theory analyses. Training on a :class:`PromptPool` revisits the same ``T`` tasks every epoch, so a
+model can memorize them; training on a task family draws fresh tasks every step (``T = infinity``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from icl_utils import checks
+from icl_utils.prompts import Prompt
+
+
+@dataclass(frozen=True)
+class PromptPool:
+    """``T`` fixed prompts; :meth:`sample` draws a minibatch of them (uniformly, with replacement), so that
+    :func:`icl_utils.train.train` minimizes the empirical ICL risk over the pool."""
+
+    prompts: Prompt
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prompts, Prompt):
+            raise TypeError(f"prompts must be an icl_utils.Prompt, got {type(self.prompts).__name__}")
+
+    def __len__(self) -> int:
+        return self.prompts.batch_size
+
+    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
+        batch, n, generator = checks.sample_sizes(batch, n, generator)
+        if n != self.prompts.n_context:
+            raise ValueError(f"the pool's prompts have n={self.prompts.n_context} examples, asked for n={n}")
+        if active_dims is not None:
+            raise ValueError("PromptPool has no curriculum over dimensions (active_dims must be None)")
+        p = self.prompts
+        if generator.device != p.x.device:
+            raise ValueError(f"the generator samples on {generator.device} but the pool lives on {p.x.device}")
+        idx = torch.randint(len(self), (batch,), generator=generator, device=p.x.device)
+        return Prompt(p.x[idx], p.y[idx], p.x_query[idx], p.y_query[idx])
