@@ -52,7 +52,8 @@ def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tenso
     """The posterior mean of ``<w, x_query>`` under ``w ~ N(prior_mean, prior_cov)`` and Gaussian label noise.
 
     In kernel form, ``m + Psi X^T (X Psi X^T + noise_var I)^{-1} (y - X m)``, which needs no inverse of
-    ``Psi`` and so allows a singular prior covariance. This is the Bayes-optimal prediction under squared loss.
+    ``Psi`` and so allows a singular prior covariance; with more examples than dimensions (and noise) the same
+    formula is evaluated in the primal, a ``d x d`` solve per prompt. This is the Bayes-optimal prediction under squared loss.
     With ``noise_var = 0`` the inverse becomes a pseudo-inverse: the noiseless limit, which for ``Psi = I`` is
     minimum-norm least squares.
     """
@@ -65,6 +66,16 @@ def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tenso
         return _predict_linear(prompt, mean.expand(prompt.batch_size, -1))
     x, y = prompt.x.double(), prompt.y.double()
     resid = y - x @ mean
+    if noise_var > 0 and prompt.n_context > prompt.dim:
+        # The same estimator in the primal, a d x d solve instead of n x n: with L = Psi^(1/2),
+        # Psi X^T (X Psi X^T + s I)^-1 = L (L X^T X L + s I)^-1 L X^T (push-through identity).
+        root = checks.psd_sqrt(cov)
+        gram = root @ x.transpose(1, 2) @ x @ root
+        checks.warn_if_ill_conditioned("noise_var", noise_var, gram.diagonal(dim1=1, dim2=2).sum(-1))
+        gram = gram + noise_var * torch.eye(prompt.dim, dtype=x.dtype, device=dev)
+        rhs = root @ (x.transpose(1, 2) @ resid[..., None])
+        w = mean + (root @ torch.linalg.solve(gram, rhs))[..., 0]
+        return _predict_linear(prompt, w)
     kernel = x @ cov @ x.transpose(1, 2)
     if noise_var > 0:
         checks.warn_if_ill_conditioned("noise_var", noise_var, kernel.diagonal(dim1=1, dim2=2).sum(-1))

@@ -8,6 +8,7 @@ of ``n`` context points gives, for every ``k = 0..n``, ``B`` squared errors: :fu
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -109,54 +110,83 @@ def optimal_gd_step(task: object, n: int, beta0: Tensor | None = None) -> Tensor
     return m @ h @ torch.linalg.pinv((1 + 1 / n) * h @ m @ h + c * h, hermitian=True)
 
 
-def _attention_moments(features: Callable[[Tensor], Tensor], task: object, n: int, prior_cov: Tensor | None,
-                       points: int | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``(E y^2, C, G, S)`` for linear attention on ``features`` over a nonparametric task family (see
-    :func:`attention_risk`), expectations over the inputs by the midpoint rule on a grid, in float64."""
-    from icl_utils.tasks.nonparametric import NonparametricTasks
+@dataclass(frozen=True)
+class AttentionMoments:
+    """The input and prior moments that fix the ICL risk of linear attention on a feature map ``phi`` over a
+    nonparametric task family (:func:`attention_risk`), computed once, in float64: ``E y^2``, ``C = B Lambda B^T``,
+    ``G = E phi phi^T`` and ``W = E[(f^T Lambda f + sigma^2) phi phi^T]``. Only ``S(n) = (1 - 1/n) C + W / n``
+    depends on the context length, so one set of moments serves a whole risk-against-``n`` curve."""
 
-    if not isinstance(task, NonparametricTasks):
-        raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
-    if not callable(features):
-        raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
-    n = checks.positive_int("n", n)
-    prior = torch.diag(task.prior_var()) if prior_cov is None else checks.psd_matrix("prior_cov", prior_cov,
-                                                                                       task.n_basis)
-    points = checks.positive_int("points", points) if points is not None else (4096 if task.dim == 1 else 2**15)
-    if task.dim == 1:  # the midpoint rule: exact for trigonometric polynomials of degree < points
-        nodes = ((torch.arange(points, dtype=torch.float64) + 0.5) / points)[:, None]
-    else:  # a scrambled Sobol sequence (quasi-Monte Carlo), the same nodes at every call
-        nodes = torch.quasirandom.SobolEngine(task.dim, scramble=True, seed=0).draw(points, dtype=torch.float64)
-    basis = task.features(nodes)  # (K, N_true)
-    owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
-    param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
-    with torch.no_grad():
-        phi = features(nodes if param is None else nodes.to(param.device, param.dtype)).double().cpu()
-    if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
-        raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")
-    k = nodes.shape[0]
-    second = ((basis @ prior) * basis).sum(1) + task.noise_var  # E[y^2 | x]
-    b = phi.T @ basis / k
-    c = b @ prior @ b.T
-    g = phi.T @ phi / k
-    w = (phi * second[:, None]).T @ phi / k
-    return second.mean(), c, g, c * (1 - 1 / n) + w / n
+    second: Tensor
+    c: Tensor
+    g: Tensor
+    w: Tensor
+
+    @classmethod
+    def of(cls, features: Callable[[Tensor], Tensor], task: object, *, prior_cov: Tensor | None = None,
+           points: int | None = None) -> AttentionMoments:
+        """Moments of ``features`` (a map from ``(K, dim)`` inputs to ``(K, N)`` features: the true basis
+        ``task.features`` or a model's ``model.features``) under ``task``'s inputs and labels, with the coefficients'
+        second moment ``prior_cov`` (default: the task's diagonal prior). Expectations over the uniform inputs use
+        ``points`` nodes: the midpoint rule in one dimension (default 4096, exact for the Fourier basis below that
+        frequency), a scrambled Sobol sequence otherwise (default 2^15)."""
+        from icl_utils.tasks.nonparametric import NonparametricTasks
+
+        if not isinstance(task, NonparametricTasks):
+            raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
+        if not callable(features):
+            raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
+        prior = (torch.diag(task.prior_var()) if prior_cov is None
+                 else checks.psd_matrix("prior_cov", prior_cov, task.n_basis))
+        points = checks.positive_int("points", points) if points is not None else (4096 if task.dim == 1 else 2**15)
+        if task.dim == 1:  # the midpoint rule: exact for trigonometric polynomials of degree < points
+            nodes = ((torch.arange(points, dtype=torch.float64) + 0.5) / points)[:, None]
+        else:  # a scrambled Sobol sequence (quasi-Monte Carlo), the same nodes at every call
+            nodes = torch.quasirandom.SobolEngine(task.dim, scramble=True, seed=0).draw(points, dtype=torch.float64)
+        basis = task.features(nodes)  # (K, N_true)
+        owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
+        param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
+        with torch.no_grad():
+            phi = features(nodes if param is None else nodes.to(param.device, param.dtype)).double().cpu()
+        if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
+            raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")
+        k = nodes.shape[0]
+        second = ((basis @ prior) * basis).sum(1) + task.noise_var  # E[y^2 | x]
+        b = phi.T @ basis / k
+        return cls(second.mean(), b @ prior @ b.T, phi.T @ phi / k, (phi * second[:, None]).T @ phi / k)
+
+    def s(self, n: int) -> Tensor:
+        """``E u u^T`` for ``u = (1/n) sum_i y_i phi(x_i)``."""
+        n = checks.positive_int("n", n)
+        return self.c * (1 - 1 / n) + self.w / n
+
+    def gamma(self, n: int, rtol: float = 1e-9) -> Tensor:
+        """The minimizer ``Gamma* = S^-1 C G^-1`` of the risk at ``n`` examples, computed on the directions of
+        feature space whose variance (eigenvalue of ``G``) exceeds ``rtol`` times the largest, so that redundant or
+        nearly collinear features are allowed."""
+        rtol = checks.nonnegative_float("rtol", rtol, strict=True)
+        # Solve in whitened coordinates psi = phi V D^(-1/2) (G = I there): learned features are often nearly
+        # collinear, and S^+ C G^+ is then dominated by rounding errors.
+        evals, evecs = torch.linalg.eigh(self.g)
+        keep = evals > rtol * evals.max()
+        white = evecs[:, keep] / evals[keep].sqrt()
+        return white @ torch.linalg.solve(white.T @ self.s(n) @ white, white.T @ self.c @ white) @ white.T
+
+    def risk(self, n: int, gamma: Tensor) -> Tensor:
+        """``R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S(n))``."""
+        size = self.c.shape[0]
+        if not isinstance(gamma, Tensor) or tuple(gamma.shape) != (size, size):
+            raise ValueError(f"gamma must be a tensor of shape ({size}, {size}) to match the {size} features")
+        gamma = gamma.detach().double().cpu()
+        return self.second - 2 * torch.trace(gamma @ self.c) + torch.trace(gamma @ self.g @ gamma.T @ self.s(n))
 
 
 def attention_gamma(features: Callable[[Tensor], Tensor], task: object, n: int, *, prior_cov: Tensor | None = None,
-                    points: int | None = None, rtol: float = 1e-9) -> Tensor:
-    """The ``Gamma`` that minimizes :func:`attention_risk`: ``Gamma* = S^-1 C G^-1``, computed on the directions of
-    feature space whose variance (eigenvalue of ``G``) exceeds ``rtol`` times the largest, so that redundant or
-    nearly collinear features are allowed. It is what pretraining on infinitely many tasks from ``prior_cov`` (default: the task's
-    prior) converges to for a fixed feature map, and the limit of ridge fitting as the number of prompts grows."""
-    _, c, g, s = _attention_moments(features, task, n, prior_cov, points)
-    # Solve in whitened coordinates psi = phi V D^(-1/2) (G = I there), keeping the directions the features span:
-    # learned features are often nearly collinear, and S^+ C G^+ is then dominated by rounding errors.
-    evals, evecs = torch.linalg.eigh(g)
-    keep = evals > rtol * evals.max()
-    white = evecs[:, keep] / evals[keep].sqrt()
-    gamma_white = torch.linalg.solve(white.T @ s @ white, white.T @ c @ white)
-    return white @ gamma_white @ white.T
+                    points: int | None = None) -> Tensor:
+    """The ``Gamma`` that minimizes :func:`attention_risk` (see :meth:`AttentionMoments.gamma`). It is what
+    pretraining on infinitely many tasks from ``prior_cov`` (default: the task's prior) converges to for a fixed
+    feature map, and the limit of stage-2 ridge fitting as the number of prompts grows and the penalty vanishes."""
+    return AttentionMoments.of(features, task, prior_cov=prior_cov, points=points).gamma(n)
 
 
 def attention_risk(features: Callable[[Tensor], Tensor], task: object, n: int, gamma: Tensor, *,
@@ -171,16 +201,9 @@ def attention_risk(features: Callable[[Tensor], Tensor], task: object, n: int, g
 
         E u u^T = S = (1 - 1/n) C + W / n,       R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S).
 
-    Expectations over the uniform inputs use ``points`` nodes: the midpoint rule in one dimension (default 4096
-    nodes, exact for the Fourier basis below that frequency), a scrambled Sobol sequence otherwise (default 2^15). ``features`` maps ``(K, dim)`` inputs to
-    ``(K, N)`` features: the true basis (``task.features``) or a model's learned map (``model.features``).
+    For a curve over ``n``, compute :class:`AttentionMoments` once and call its ``risk`` and ``gamma``.
     """
-    second, c, g, s = _attention_moments(features, task, n, prior_cov, points)
-    size = c.shape[0]
-    if not isinstance(gamma, Tensor) or tuple(gamma.shape) != (size, size):
-        raise ValueError(f"gamma must be a tensor of shape ({size}, {size}) to match the {size} features")
-    gamma = gamma.detach().double().cpu()
-    return second - 2 * torch.trace(gamma @ c) + torch.trace(gamma @ g @ gamma.T @ s)
+    return AttentionMoments.of(features, task, prior_cov=prior_cov, points=points).risk(n, gamma)
 
 
 def bayes_risk(

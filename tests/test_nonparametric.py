@@ -5,7 +5,7 @@ import torch
 
 from icl_utils.estimators import discrete_posterior_mean, kernel_ridge
 from icl_utils.models.linear_attention import MLPAttention
-from icl_utils.risk import _attention_moments, attention_gamma, attention_risk, fit_slope, query_risk
+from icl_utils.risk import AttentionMoments, attention_gamma, attention_risk, fit_slope, query_risk
 from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
 from icl_utils.tasks.pool import PromptPool
 from icl_utils.train import fit_attention_ridge
@@ -32,9 +32,10 @@ def test_fourier_basis_is_orthonormal_under_uniform_inputs(dim):
 
 
 @pytest.mark.parametrize("basis", ["fourier", "bspline"])
-def test_oracle_posterior_mean_equals_a_direct_solve(basis, gen):
+@pytest.mark.parametrize("n", [12, 40])  # fewer examples than basis functions (kernel form) and more (primal form)
+def test_oracle_posterior_mean_equals_a_direct_solve(basis, n, gen):
     task = NonparametricTasks(dim=1, smoothness=1.5, basis=basis, n_basis=24, noise_std=0.3)
-    p = task.sample(5, 12, gen)
+    p = task.sample(5, n, gen)
     phi, phi_q = task.features(p.x.double()), task.features(p.x_query.double())
     prec = torch.diag(1 / task.prior_var())
     for b in range(5):  # posterior mean of beta: (Phi^T Phi / sigma^2 + Psi^-1)^-1 Phi^T y / sigma^2
@@ -128,8 +129,8 @@ def test_attention_gamma_is_the_minimizer():
     best = attention_gamma(model.features, task, 20).requires_grad_(True)
     value = attention_risk(model.features, task, 20, best)
     # attention_risk detaches Gamma, so rebuild the quadratic from the same moments with autograd
-    _, c, g, s = _attention_moments(model.features, task, 20, None, None)
-    quad = lambda gam: -2 * torch.trace(gam @ c) + torch.trace(gam @ g @ gam.T @ s)  # noqa: E731
+    mom = AttentionMoments.of(model.features, task)
+    quad = lambda gam: -2 * torch.trace(gam @ mom.c) + torch.trace(gam @ mom.g @ gam.T @ mom.s(20))  # noqa: E731
     (grad,) = torch.autograd.grad(quad(best), best)
     assert grad.abs().max() < 1e-6 * (1 + best.abs().max())
     direction = torch.randn(8, 8, dtype=torch.float64)
@@ -154,8 +155,8 @@ def test_true_basis_attention_reaches_the_minimax_slope():
     """On the true basis the best linear attention's excess risk has local slope -> -2s/(2s+1) from below."""
     task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=256, noise_std=0.5)
     ns = [2**k for k in (8, 10, 12, 14)]
-    excess = [attention_risk(task.features, task, n, attention_gamma(task.features, task, n)).item()
-              - task.noise_var for n in ns]
+    mom = AttentionMoments.of(task.features, task)
+    excess = [mom.risk(n, mom.gamma(n)).item() - task.noise_var for n in ns]
     local = [-fit_slope(ns[i:i + 2], excess[i:i + 2]) for i in range(3)]
     assert local[0] < local[1] < local[2] < 2 / 3 < local[2] + 0.05
 
