@@ -387,9 +387,10 @@ def gradient_descent(
     init: Tensor,
     *,
     steps: int,
-    lr: float,
+    lr: float | Tensor,
     record: Callable[[Tensor], dict[str, Tensor]] | None = None,
     record_every: int = 1,
+    hook: Callable[[int, Tensor, float], None] | None = None,
     progress: bool = True,
     desc: str = "gradient descent",
 ) -> tuple[Tensor, GDHistory]:
@@ -397,15 +398,23 @@ def gradient_descent(
 
     The analyses of chapters 2, 4 and 5 study exactly this algorithm (full-batch GD, or gradient flow as its
     small-step limit) on an exact or fixed-sample loss. ``record(theta)`` returns the quantities to keep, every
-    ``record_every`` steps and at the end. Returns the final parameters and the history.
+    ``record_every`` steps and at the end. ``hook(step, theta, loss)``, if given, runs after every step and may change
+    ``theta`` in place (chapter 2's birth-death and perturbation). Returns the final parameters and the history.
     """
     if not callable(loss_fn):
         raise TypeError("loss_fn must be callable on the parameter tensor")
     if not isinstance(init, Tensor) or not init.is_floating_point():
         raise TypeError("init must be a floating-point tensor")
     steps = checks.positive_int("steps", steps)
-    lr = checks.nonnegative_float("lr", lr, strict=True)
+    if isinstance(lr, Tensor):  # one step size per coordinate (chapter 2: particles and Gamma on two scales)
+        if lr.shape != init.shape or not bool((lr > 0).all()) or not bool(torch.isfinite(lr).all()):
+            raise ValueError(f"lr must be a positive number or a positive tensor of init's shape {tuple(init.shape)}")
+        lr = lr.to(init.device, init.dtype)
+    else:
+        lr = checks.nonnegative_float("lr", lr, strict=True)
     record_every = checks.positive_int("record_every", record_every)
+    if hook is not None and not callable(hook):
+        raise TypeError("hook must be callable as hook(step, theta, loss)")
     record = record if record is not None else (lambda theta: {"loss": loss_fn(theta)})
     theta = init.detach().clone().requires_grad_(True)
     kept_steps, kept = [], {}
@@ -425,6 +434,8 @@ def gradient_descent(
         (grad,) = torch.autograd.grad(loss, theta)
         with torch.no_grad():
             theta -= lr * grad
+            if hook is not None:
+                hook(step, theta, loss.item())
     keep(steps)
     history = GDHistory(steps=np.asarray(kept_steps), records={k: np.stack(v) for k, v in kept.items()})
     return theta.detach(), history

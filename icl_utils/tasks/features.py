@@ -1,0 +1,106 @@
+"""Regression over a teacher's nonlinear features: the task family of chapter 2 (Kim and Suzuki 2024).
+
+A task is ``y = v^T f(x)`` with ``v ~ N(0, I_k)`` and inputs ``x ~ N(0, I_d)``, where the features are a teacher
+two-layer network of sigmoid neurons with ``k`` outputs, a *mean-field* network
+
+    h(x) = (1/M) sum_m a_m sigmoid(w_m^T x + b_m),      a_m in R^k,
+
+whitened, ``f = L^-1 h`` with ``L L^T = E h h^T``, so that ``E f f^T = I_k`` (the paper's normalization; second
+moments are uncentered throughout, as in the paper's ``Sigma``). The whitened teacher is again a mean-field network,
+with output weights ``L^-1 a_m``, so that it can be mixed with a student's neurons. A *degenerate* teacher
+(``rank < k``) has features of rank ``r``: ``f = P g`` for ``r`` whitened features ``g`` and a ``k x r`` matrix ``P``
+with orthonormal columns, so ``E f f^T = P P^T`` is a projection of rank ``r``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from icl_utils import checks
+from icl_utils.prompts import Prompt
+
+
+def sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
+    """The mean-field network ``(1/M) sum_m a_m sigmoid(w_m^T x + b_m)`` of ``M`` neurons, each a row
+    ``(a_m, w_m, b_m)`` of ``particles`` (shape ``(M, k + d + 1)``), at inputs ``x`` (shape ``(..., d)``): ``(..., k)``."""
+    if not isinstance(particles, Tensor) or particles.ndim != 2:
+        raise ValueError("particles must be a tensor of shape (M, k + d + 1)")
+    dim = particles.shape[1] - k - 1
+    if not isinstance(x, Tensor) or dim < 1 or x.shape[-1] != dim:
+        raise ValueError(f"x must have last dimension d = {dim} to match particles of width k + d + 1 with k = {k}")
+    a, w, b = particles[:, :k], particles[:, k:-1], particles[:, -1]
+    return torch.sigmoid(x @ w.T + b) @ a / particles.shape[0]
+
+
+@dataclass(frozen=True)
+class TeacherFeatures:
+    """Tasks ``y = v^T f(x) + noise`` over whitened teacher features ``f`` (see the module docstring). The teacher's
+    ``width`` neurons have ``w ~ N(0, (scale^2 / d) I)``, ``b ~ N(0, 1)``, ``a ~ N(0, I_k)``, drawn from ``seed``;
+    the whitening is computed on ``n_whiten`` inputs from the same seed."""
+
+    dim: int
+    k: int
+    width: int = 16
+    rank: int | None = None
+    scale: float = 2.0
+    noise_std: float = 0.0
+    seed: int = 0
+    n_whiten: int = 2**16
+    _particles: Tensor = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        dim, k = checks.positive_int("dim", self.dim), checks.positive_int("k", self.k)
+        width = checks.positive_int("width", self.width)
+        rank = k if self.rank is None else checks.positive_int("rank", self.rank)
+        if rank > k:
+            raise ValueError(f"rank must be at most k = {k}, got {rank}")
+        scale = checks.nonnegative_float("scale", self.scale, strict=True)
+        checks.nonnegative_float("noise_std", self.noise_std)
+        n_whiten = checks.positive_int("n_whiten", self.n_whiten, minimum=2)
+        g = torch.Generator().manual_seed(self.seed)
+        a = torch.randn(width, rank, generator=g, dtype=torch.float64)
+        w = torch.randn(width, dim, generator=g, dtype=torch.float64) * scale / dim**0.5
+        b = torch.randn(width, 1, generator=g, dtype=torch.float64)
+        x = torch.randn(n_whiten, dim, generator=g, dtype=torch.float64)
+        h = sigmoid_network(torch.cat([a, w, b], 1), x, rank)
+        evals, evecs = torch.linalg.eigh(h.T @ h / n_whiten)
+        if evals.min() < 1e-10 * evals.max():
+            raise ValueError("the teacher's features are degenerate before whitening; use more neurons (width)")
+        whiten = evecs / evals.sqrt()  # rank x rank, L^-1 in the row convention: g = h @ whiten
+        embed = torch.linalg.qr(torch.randn(k, rank, generator=g, dtype=torch.float64))[0]  # k x r, orthonormal cols
+        a_out = a @ whiten @ embed.T  # the whitened teacher's output weights, (width, k)
+        object.__setattr__(self, "_particles", torch.cat([a_out, w, b], 1))
+
+    @property
+    def particles(self) -> Tensor:
+        """The whitened teacher as neurons ``(a_m, w_m, b_m)``, float64, shape ``(width, k + d + 1)``: its
+        :func:`sigmoid_network` is ``f``."""
+        return self._particles.clone()
+
+    def features(self, x: Tensor) -> Tensor:
+        """The teacher features ``f(x)``, shape ``(..., k)``, in the dtype and on the device of ``x``."""
+        if not isinstance(x, Tensor) or x.shape[-1] != self.dim:
+            raise ValueError(f"x must be a tensor with last dimension dim={self.dim}")
+        return sigmoid_network(self._particles.to(x.device, x.dtype), x, self.k)
+
+    def inputs(self, count: int, generator: torch.Generator) -> Tensor:
+        """``count`` inputs ``x ~ N(0, I_d)`` on the generator's device."""
+        count = checks.positive_int("count", count)
+        generator = checks.generator(generator)
+        return torch.randn(count, self.dim, generator=generator, device=generator.device)
+
+    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
+        """``batch`` prompts of ``n`` examples and a query, each with its own ``v ~ N(0, I_k)``."""
+        batch, n, generator = checks.sample_sizes(batch, n, generator)
+        if active_dims is not None:
+            raise ValueError("TeacherFeatures has no curriculum over dimensions (active_dims must be None)")
+        dev = generator.device
+        v = torch.randn(batch, self.k, generator=generator, device=dev)
+        xs = torch.randn(batch, n + 1, self.dim, generator=generator, device=dev)
+        ys = (self.features(xs) * v[:, None, :]).sum(-1)
+        if self.noise_std > 0:
+            ys = ys + self.noise_std * torch.randn(ys.shape, generator=generator, device=dev)
+        return Prompt(x=xs[:, :n], y=ys[:, :n], x_query=xs[:, n], y_query=ys[:, n])
