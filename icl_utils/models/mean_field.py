@@ -41,12 +41,16 @@ def init_particles(width: int, dim: int, k: int, generator: torch.Generator, sca
     return z
 
 
-def _moments(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
-    """``(h, Sigma_{o,mu}, Sigma_{mu,mu})`` on the sample ``x`` with teacher features ``targets`` (shape ``(K, k_o)``)."""
+def _moments(particles: Tensor, targets: Tensor, x: Tensor, k: int,
+             centered: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(targets, h, Sigma_{o,mu}, Sigma_{mu,mu})`` on the sample ``x`` with teacher features ``targets`` (shape
+    ``(K, k_o)``); with ``centered`` both have their sample means removed first."""
     if not isinstance(targets, Tensor) or targets.ndim != 2 or not isinstance(x, Tensor) or len(targets) != len(x):
         raise ValueError("targets and x must be tensors with one row per sample input")
     h = sigmoid_network(particles, x, k)
-    return h, targets.T @ h / len(x), h.T @ h / len(x)
+    if centered:
+        h, targets = h - h.mean(0), targets - targets.mean(0)
+    return targets, h, targets.T @ h / len(x), h.T @ h / len(x)
 
 
 def attention_loss(particles: Tensor, gamma: Tensor, targets: Tensor, x: Tensor) -> Tensor:
@@ -55,7 +59,7 @@ def attention_loss(particles: Tensor, gamma: Tensor, targets: Tensor, x: Tensor)
     k = gamma.shape[0] if isinstance(gamma, Tensor) and gamma.ndim == 2 else 0
     if k == 0 or tuple(gamma.shape) != (k, k):
         raise ValueError("gamma must be a square (k, k) tensor")
-    h, cross, _ = _moments(particles, targets, x, k)
+    _, h, cross, _ = _moments(particles, targets, x, k)
     return (targets - h @ (cross @ gamma).T).square().sum(1).mean()
 
 
@@ -78,11 +82,13 @@ def _regularized(cov: Tensor, ridge: float) -> Tensor:
     return cov + ridge * torch.trace(cov) / k * torch.eye(k, dtype=cov.dtype, device=cov.device)
 
 
-def static_loss(particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> Tensor:
+def static_loss(particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: float = 1e-8,
+                centered: bool = False) -> Tensor:
     """The two-timescale objective ``L(mu) = E ||f||^2 - tr(Sigma_{o,mu} Sigma_{mu,mu}^-1 Sigma_{mu,o})``: the
-    attention loss at the optimal ``Gamma``. A (nearly) singular ``Sigma_{mu,mu}`` gets a small ridge and a
-    warning instead of a NaN."""
-    _, cross, cov = _moments(particles, targets, x, k)
+    attention loss at the optimal ``Gamma``, which is the error of the best linear readout of ``targets`` from the
+    student's features. With ``centered`` the readout may also add a constant (means removed from both). A (nearly)
+    singular ``Sigma_{mu,mu}`` gets a small ridge and a warning instead of a NaN."""
+    targets, _, cross, cov = _moments(particles, targets, x, k, centered)
     explained = torch.trace(cross @ torch.linalg.solve(_regularized(cov, ridge), cross.T))
     return targets.square().sum(1).mean() - explained
 
@@ -106,7 +112,9 @@ class BirthDeathPerturbation:
     :func:`icl_utils.train.gradient_descent`: when the loss has not dropped by ``threshold`` (relative) over the last
     ``patience`` steps, a ``fraction`` of the particles, chosen at random, are replaced by fresh draws from the
     initial distribution (birth-death) and every particle is displaced by a Gaussian-process perturbation; then the
-    dynamics wait another ``patience`` steps. ``events`` records the steps at which it intervened."""
+    dynamics wait another ``patience`` steps. Once the loss is below ``tolerance`` (the algorithm's convergence
+    error epsilon) it no longer intervenes: near a minimum the loss always stalls, and a perturbation there only
+    undoes progress. ``events`` records the steps at which it intervened."""
 
     sample_init: callable  # count -> fresh particles from rho_0
     generator: torch.Generator
@@ -115,6 +123,7 @@ class BirthDeathPerturbation:
     fraction: float = 0.05
     size: float = 0.1
     bandwidth: float = 1.0
+    tolerance: float = 0.0
     events: list[int] = field(default_factory=list)
     _losses: list[float] = field(default_factory=list, repr=False)
     _last: int = field(default=0, repr=False)
@@ -122,13 +131,14 @@ class BirthDeathPerturbation:
     def __post_init__(self) -> None:
         self.patience = checks.positive_int("patience", self.patience)
         self.threshold = checks.nonnegative_float("threshold", self.threshold)
+        self.tolerance = checks.nonnegative_float("tolerance", self.tolerance)
         self.fraction = checks.nonnegative_float("fraction", self.fraction)
         if self.fraction > 1:
             raise ValueError(f"fraction must be in [0, 1], got {self.fraction}")
 
     def __call__(self, step: int, particles: Tensor, loss: float) -> None:
         self._losses.append(loss)
-        if step - self._last < self.patience or len(self._losses) <= self.patience:
+        if step - self._last < self.patience or len(self._losses) <= self.patience or loss < self.tolerance:
             return
         before = self._losses[-self.patience - 1]
         if loss > (1 - self.threshold) * before:
