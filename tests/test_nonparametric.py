@@ -6,7 +6,7 @@ import torch
 from icl_utils.estimators import discrete_posterior_mean, kernel_ridge
 from icl_utils.models.linear_attention import MLPAttention
 from icl_utils.risk import AttentionMoments, attention_gamma, attention_risk, fit_slope, query_risk
-from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
+from icl_utils.tasks.nonparametric import NoiselessQueries, NonparametricTasks, cardinal_bspline
 from icl_utils.tasks.pool import PromptPool
 from icl_utils.train import fit_attention_ridge
 
@@ -49,7 +49,7 @@ def test_oracle_risk_follows_the_minimax_rate(gen):
     the truncation at n_basis is not reached)."""
     task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=64, noise_std=0.5)
     ns = (16, 32, 64, 128)
-    risks = [query_risk(task.posterior_mean, _noiseless_queries(task), n, 4096, gen)[0] for n in ns]
+    risks = [query_risk(task.posterior_mean, NoiselessQueries(task), n, 4096, gen)[0] for n in ns]
     assert abs(fit_slope(ns, risks) + 2 / 3) < 0.1
 
 
@@ -93,18 +93,6 @@ def test_bad_sample_and_basis_arguments_raise(gen):
         cardinal_bspline(torch.zeros(3), -1)
     with pytest.raises(ValueError, match="last dimension dim=1"):
         task.features(torch.zeros(4, 2))
-
-
-def _noiseless_queries(task):
-    """The task family with noiseless query labels, so that a squared error is an excess risk."""
-
-    class NoiselessQuery:
-        dim = task.dim
-
-        def sample(self, batch, n, generator, active_dims=None):
-            return task.sample(batch, n, generator, noiseless_query=True)
-
-    return NoiselessQuery()
 
 
 @pytest.mark.parametrize("dim", [1, 2])

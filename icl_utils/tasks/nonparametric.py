@@ -166,3 +166,19 @@ class NonparametricTasks:
         var = self.prior_var()
         return bayes_linear_regression(self.feature_prompt(prompt), torch.zeros_like(var), torch.diag(var),
                                        self.noise_var)
+
+
+@dataclass(frozen=True)
+class NoiselessQueries:
+    """A view of a task family whose query labels are noiseless, ``y_q = F(x_q)``, so that the squared error of a
+    prediction is its excess risk (the risk above the noise level) without the noise's Monte Carlo variance; for
+    example ``query_risk(predict, NoiselessQueries(task), ...)``."""
+
+    task: NonparametricTasks
+
+    @property
+    def dim(self) -> int:
+        return self.task.dim
+
+    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
+        return self.task.sample(batch, n, generator, active_dims=active_dims, noiseless_query=True)
