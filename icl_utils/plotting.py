@@ -79,7 +79,7 @@ def plot_error_curves(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logy:
-        _log_y(ax)
+        log_y(ax)
     if ylim is not None:
         ax.set_ylim(*ylim)
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
@@ -91,7 +91,7 @@ def _reference_lines(ax: Axes, reference: Mapping[str, float] | None) -> None:
         ax.axhline(value, linestyle="--", color="0.5", linewidth=1.2, label=name)
 
 
-def _log_y(ax: Axes) -> None:
+def log_y(ax: Axes) -> None:
     """Log-scaled y axis labelled at 1, 2, 5 times powers of ten, in plain numbers (0.2, not 2x10^-1)."""
     ax.set_yscale("log")
     ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
@@ -107,14 +107,20 @@ def plot_training_loss(
     reference: Mapping[str, float] | None = None,
 ) -> Axes:
     """Smoothed training loss against step for one or more :class:`~icl_utils.train.TrainHistory`, on a log scale,
-    with optional dashed reference levels (name to value), such as the Bayes-optimal loss."""
+    with optional dashed reference levels (name to value), such as the Bayes-optimal loss. A history of several
+    models trained together (losses of shape ``(steps, S)``) is drawn as ``S`` lines of one colour, labelled once."""
     ax = ax if ax is not None else plt.gca()
     for name, hist in histories.items():
-        ax.plot(np.arange(1, len(hist.losses) + 1), hist.smoothed(window), label=name, color=COLORS.get(name))
+        smooth = hist.smoothed(window).reshape(len(hist.losses), -1)
+        label = name if smooth.shape[1] == 1 else f"{name} ({smooth.shape[1]} runs)"
+        lines = ax.plot(np.arange(1, len(hist.losses) + 1), smooth, color=COLORS.get(name), linewidth=1.5)
+        for line in lines[1:]:
+            line.set_color(lines[0].get_color())
+        lines[0].set_label(label)
     _reference_lines(ax, reference)
     ax.set_xlabel("training step")
     ax.set_ylabel(f"training loss ({window}-step average)")
-    _log_y(ax)
+    log_y(ax)
     ax.legend()
     return ax
 
@@ -155,7 +161,7 @@ def plot_lines(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logy:
-        _log_y(ax)
+        log_y(ax)
     if logx:
         ax.set_xscale("log", base=2)
     ax.legend()
