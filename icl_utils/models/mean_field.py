@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -116,7 +117,7 @@ class BirthDeathPerturbation:
     error epsilon) it no longer intervenes: near a minimum the loss always stalls, and a perturbation there only
     undoes progress. ``events`` records the steps at which it intervened."""
 
-    sample_init: callable  # count -> fresh particles from rho_0
+    sample_init: Callable[[int], Tensor]  # count -> fresh particles from rho_0
     generator: torch.Generator
     patience: int = 100
     threshold: float = 0.01
