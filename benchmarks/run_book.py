@@ -3,18 +3,25 @@
     python benchmarks/run_book.py --mode full          # every notebook in notebooks/, on the GPU when there is one
     python benchmarks/run_book.py --mode full 00 04    # only the notebooks whose names start with 00 or 04
     python benchmarks/run_book.py --mode quick         # the CI budget: every notebook in quick mode
+    python benchmarks/run_book.py --mode full --jobs 4 --timeout 900   # four chapters at a time on one GPU
 
 Each MyST notebook is converted to a plain script with jupytext (or taken from ``--scripts DIR``, converted
 elsewhere, for a machine without jupytext) and run in a fresh Python process from ``notebooks/`` with ``ICL_MODE``
 set and a non-interactive matplotlib backend; its assertions are the chapter's checks, so a failed claim fails
 the run. Times, exit codes and the last lines of each log go to ``results/book-<mode>-<device>.json``, which the
 performance appendix reads.
+
+With ``--jobs N`` the chapters run N at a time (each child gets its share of the CPU threads). Small models leave
+most of a GPU idle, so this shortens the whole run; a chapter's own time is then an upper bound on its time alone,
+and the total recorded is the wall time of the whole run. ``--timeout`` stops a chapter that runs longer (exit code
+124 in the results file).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from concurrent.futures import ThreadPoolExecutor
 import subprocess
 import sys
 import tempfile
@@ -48,44 +55,67 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--scripts", type=Path, default=None, help="folder of scripts already converted")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the results file")
     parser.add_argument("--logs", type=Path, default=None, help="folder for each chapter's full log")
+    parser.add_argument("--jobs", type=int, default=1, help="chapters run at a time (default 1)")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds after which a chapter is stopped")
     args = parser.parse_args(argv)
 
     notebooks = sorted(p for p in args.notebooks.glob("*.md")
                        if not args.prefixes or p.stem.startswith(tuple(args.prefixes)))
     if not notebooks:
         raise SystemExit(f"no notebook in {args.notebooks} starts with {args.prefixes}")
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs must be at least 1, got {args.jobs}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)
     env = {**os.environ, "ICL_MODE": args.mode, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    chapters = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for notebook in notebooks:
-            script = args.scripts.resolve() / f"{notebook.stem}.py" if args.scripts else convert(notebook, Path(tmp))
-            start = time.perf_counter()
+    if args.jobs > 1:
+        env["OMP_NUM_THREADS"] = str(threads)
+
+    def run(notebook: Path, script: Path) -> dict:
+        start = time.perf_counter()
+        try:
             proc = subprocess.run([sys.executable, str(script)], cwd=notebook.parent, env=env,
-                                  capture_output=True, text=True)
-            seconds = time.perf_counter() - start
-            log = proc.stdout + proc.stderr
-            if args.logs:
-                args.logs.mkdir(parents=True, exist_ok=True)
-                (args.logs / f"{notebook.stem}.log").write_text(log)
-            # A passing chapter's printed numbers are on stdout; a failing one's traceback is on stderr (where the
-            # progress bars also go, so a passing chapter's stderr is not worth keeping).
-            tail = (proc.stderr if proc.returncode else proc.stdout)[-2000:]
-            chapters.append({"notebook": notebook.stem, "seconds": seconds, "returncode": proc.returncode,
-                             "log_tail": tail})
-            status = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
-            print(f"{notebook.stem:28s} {seconds:8.1f} s  {status}", flush=True)
-            if proc.returncode:
-                print(log[-3000:], flush=True)
-    total = sum(c["seconds"] for c in chapters)
-    print(f"{'total':28s} {total:8.1f} s")
-    result = {"mode": args.mode, **environment(device), "total_seconds": total, "chapters": chapters}
+                                  capture_output=True, text=True, timeout=args.timeout)
+            returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as err:
+            returncode = 124
+            stdout, stderr = (_text(err.stdout), _text(err.stderr) + f"\nstopped after --timeout {args.timeout} s")
+        seconds = time.perf_counter() - start
+        log = stdout + stderr
+        if args.logs:
+            args.logs.mkdir(parents=True, exist_ok=True)
+            (args.logs / f"{notebook.stem}.log").write_text(log)
+        status = "ok" if returncode == 0 else f"FAILED (exit {returncode})"
+        print(f"{notebook.stem:28s} {seconds:8.1f} s  {status}", flush=True)
+        if returncode:
+            print(log[-3000:], flush=True)
+        # A passing chapter's printed numbers are on stdout; a failing one's traceback is on stderr (where the
+        # progress bars also go, so a passing chapter's stderr is not worth keeping).
+        return {"notebook": notebook.stem, "seconds": seconds, "returncode": returncode,
+                "log_tail": (stderr if returncode else stdout)[-2000:]}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        scripts = [args.scripts.resolve() / f"{nb.stem}.py" if args.scripts else convert(nb, Path(tmp))
+                   for nb in notebooks]
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            chapters = list(pool.map(run, notebooks, scripts))
+        wall = time.perf_counter() - start
+    total = sum(c["seconds"] for c in chapters) if args.jobs == 1 else wall
+    print(f"{'total':28s} {total:8.1f} s" + (f" (wall time, {args.jobs} at a time)" if args.jobs > 1 else ""))
+    result = {"mode": args.mode, **environment(device), "jobs": args.jobs, "total_seconds": total,
+              "chapters": chapters}
     name = "-".join([f"book-{args.mode}", slug(device), *args.prefixes])
     write_json(args.out / f"{name}.json", result)
     if any(c["returncode"] for c in chapters):
         raise SystemExit(1)
     return result
+
+
+def _text(output: bytes | str | None) -> str:
+    """What a timed-out child had printed (bytes, text or nothing)."""
+    return output.decode(errors="replace") if isinstance(output, bytes) else (output or "")
 
 
 if __name__ == "__main__":

@@ -98,6 +98,17 @@ def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> No
         )
 
 
+def same_device(a: torch.device | str, b: torch.device | str) -> bool:
+    """Whether two devices are one: ``cuda`` and ``cuda:0`` are, when device 0 is the current CUDA device."""
+    def resolved(dev: torch.device | str) -> torch.device:
+        dev = torch.device(dev)
+        if dev.type == "cuda" and dev.index is None:
+            return torch.device("cuda", torch.cuda.current_device())
+        return dev
+
+    return resolved(a) == resolved(b)
+
+
 def generator(value: object) -> torch.Generator:
     """A torch.Generator (samplers draw on its device)."""
     if not isinstance(value, torch.Generator):

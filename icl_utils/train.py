@@ -192,9 +192,13 @@ class _GraphedStep:
             self.optimizer.zero_grad(set_to_none=True)
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
-                self.static_losses = self.loss_fn(self.static)
-                self.static_losses.sum().backward()
+                losses = self.loss_fn(self.static)
+                losses.sum().backward()
                 self.optimizer.step()
+                # Keep the output buffer, not the autograd graph behind it: a graph kept alive past a recapture
+                # holds gradient-accumulation nodes on the old capture stream (torch warns of a stream mismatch).
+                self.static_losses = losses.detach()
+            del losses
         for buf, new in zip((self.static.x, self.static.y, self.static.x_query, self.static.y_query),
                             (prompt.x, prompt.y, prompt.x_query, prompt.y_query)):
             buf.copy_(new)
@@ -478,6 +482,14 @@ def one_step_feature_update(
         model.W -= lr * (grad + weight_decay * model.W)
 
 
+def _spd_solve(gram: Tensor, ridge: float, rhs: Tensor) -> Tensor:
+    """``(gram + ridge I)^-1 rhs`` for a positive semi-definite ``gram``, by Cholesky on the CPU in float64."""
+    system = gram.detach().double().cpu()
+    system = (system + system.T) / 2 + ridge * torch.eye(system.shape[0], dtype=system.dtype)
+    factor = torch.linalg.cholesky(system)
+    return torch.cholesky_solve(rhs.detach().double().cpu()[:, None], factor)[:, 0].to(rhs.device)
+
+
 def fit_attention_ridge(
     model: nn.Module,
     task: TaskFamily,
@@ -507,12 +519,17 @@ def fit_attention_ridge(
         y = prompt.y_query.double()
         m = a.shape[1]
         checks.warn_if_ill_conditioned("lam", lam, (a.square().sum(1) * f.square().sum(1)).mean())
+        for name, t in (("the context summaries", a), ("the query features", f), ("the query labels", y)):
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name} of the stage-2 prompts are not finite: check the model's weights")
+        # The system is symmetric positive definite (a Gram matrix plus a ridge) and small, so it is solved by
+        # Cholesky on the host: on CUDA (torch 2.11, H100) the LU solver reported this matrix singular and eigh
+        # failed to converge when many features were dead (a block equal to lam * I), where LAPACK solves it.
         if m * m <= n_tasks:
             phi = (a[:, :, None] * f[:, None, :]).reshape(n_tasks, m * m)
-            gram = phi.T @ phi / n_tasks + lam * torch.eye(m * m, dtype=phi.dtype, device=phi.device)
-            gamma = torch.linalg.solve(gram, phi.T @ y / n_tasks).reshape(m, m)
+            system, rhs = phi.T @ phi / n_tasks, phi.T @ y / n_tasks
+            gamma = _spd_solve(system, lam, rhs).reshape(m, m)
         else:
-            kernel = (a @ a.T) * (f @ f.T) + n_tasks * lam * torch.eye(n_tasks, dtype=a.dtype, device=a.device)
-            alpha = torch.linalg.solve(kernel, y)
+            alpha = _spd_solve((a @ a.T) * (f @ f.T), n_tasks * lam, y)
             gamma = (a * alpha[:, None]).T @ f
         model.gamma.copy_(gamma.to(model.gamma.dtype))

@@ -59,3 +59,22 @@ def test_run_book_times_each_notebook_and_fails_on_a_failed_claim(tmp_path):
     (tmp_path / "nb" / "c_text.md").write_text("# a page without code cells\n")
     with pytest.raises(SystemExit, match="no code cell"):
         run_book.main(args + ["c"])
+
+
+def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_path):
+    cell = "```{{code-cell}} ipython3\n{}\n```\n"
+    header = (ROOT / "notebooks" / "05_softmax_stagewise.md").read_text().split("\n---\n")[0] + "\n---\n"
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "a_ok.md").write_text(header + "# ok\n\n" + cell.format("import os\nprint(os.environ['OMP_NUM_THREADS'])"))
+    (tmp_path / "nb" / "b_slow.md").write_text(header + "# slow\n\n" + cell.format("print('started', flush=True)\nimport time\ntime.sleep(60)"))
+    args = ["--mode", "quick", "--notebooks", str(tmp_path / "nb"), "--out", str(tmp_path), "--jobs", "2",
+            "--timeout", "10"]
+    with pytest.raises(SystemExit):
+        run_book.main(args)
+    saved = json.loads(next(tmp_path.glob("book-quick-*.json")).read_text())
+    ok, slow = saved["chapters"]
+    assert ok["returncode"] == 0 and slow["returncode"] == 124 and "--timeout 10" in slow["log_tail"]
+    assert 10 <= slow["seconds"] < 30 and saved["jobs"] == 2
+    assert saved["total_seconds"] < ok["seconds"] + slow["seconds"]  # wall time, the two ran side by side
+    with pytest.raises(SystemExit, match="--jobs"):
+        run_book.main(args[:-4] + ["--jobs", "0"])

@@ -172,6 +172,11 @@ def test_prompt_pool_draws_only_its_prompts_and_checks_its_arguments(gen):
         pool.sample(4, 8, gen)
     with pytest.raises(TypeError, match="prompts must be an icl_utils.Prompt"):
         PromptPool(task)
+    if torch.cuda.is_available():  # "cuda" and "cuda:0" are one device (the pool once refused a plain "cuda")
+        cuda_pool = PromptPool(task.sample(5, 7, torch.Generator("cuda").manual_seed(0)))
+        assert len(cuda_pool.sample(4, 7, torch.Generator("cuda").manual_seed(1)).y) == 4
+        with pytest.raises(ValueError, match="generator samples on cpu"):
+            cuda_pool.sample(4, 7, gen)
 
 
 def test_discrete_posterior_mean_matches_a_direct_computation(gen):

@@ -90,3 +90,26 @@ def test_bad_arguments_raise_clear_errors(gen):
     with pytest.raises(TypeError, match="FeatureAttention"):
         fit_attention_ridge(torch.nn.Linear(2, 2), SingleIndexTasks(dim=2, subspace_dim=1), n_tasks=4, n=3,
                             lam=1.0, generator=gen)
+    broken = FeatureAttention(2, 4)
+    with torch.no_grad():
+        broken.W[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="of the stage-2 prompts are not finite"):
+        fit_attention_ridge(broken, SingleIndexTasks(dim=2, subspace_dim=1), n_tasks=64, n=3, lam=1.0, generator=gen)
+
+
+def test_fit_attention_ridge_solves_with_many_dead_features(gen):
+    """Dead ReLU features make a block of the stage-2 system equal to lam * I (the case CUDA's LU solver called
+    singular); the fit must still be the ridge solution: the gradient of the objective vanishes there."""
+    task = SingleIndexTasks(dim=4, subspace_dim=1, min_degree=2, max_degree=2, noise_std=0.1)
+    model = FeatureAttention(4, 6, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        model.b[:4] = -100.0  # four of six neurons never fire
+    lam = 1e-3
+    fit_attention_ridge(model, task, n_tasks=2048, n=8, lam=lam, generator=torch.Generator().manual_seed(1))
+    p = task.sample(2048, 8, torch.Generator().manual_seed(1))  # the same prompts
+    gamma = model.gamma.detach().double().requires_grad_(True)
+    a, f = model.context_summary(p).detach().double(), model.features(p.x_query).detach().double()
+    objective = (p.y_query.double() - ((a @ gamma) * f).sum(1)).square().mean() + lam * gamma.square().sum()
+    (grad,) = torch.autograd.grad(objective, gamma)
+    assert grad.abs().max() < 1e-6 and bool(torch.isfinite(gamma).all())
+    assert gamma[:4].abs().max() == 0 and gamma[:, :4].abs().max() == 0

@@ -93,3 +93,11 @@ def test_bad_input_gets_a_clear_error(case):
     error, message, call = CASES[case]
     with pytest.raises(error, match=message):
         call()
+
+
+def test_same_device_resolves_the_current_cuda_index():
+    assert checks.same_device("cpu", torch.device("cpu"))
+    assert not checks.same_device("cpu", "meta")
+    if torch.cuda.is_available():
+        assert checks.same_device("cuda", f"cuda:{torch.cuda.current_device()}")
+        assert not checks.same_device("cuda", "cpu")

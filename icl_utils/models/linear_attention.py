@@ -44,9 +44,8 @@ def token_matrix(prompt: Prompt) -> Tensor:
 def attention_mask(n: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
     """The mask (3.2): ``diag(1, ..., 1, 0)`` of size ``n + 1``, so only the ``n`` context columns are attended."""
     n = checks.positive_int("n", n)
-    diagonal = torch.ones(n + 1, dtype=dtype, device=device)
-    diagonal[n] = 0
-    return torch.diag(diagonal)
+    # Built from device ops alone (no element assignment), so it can be recorded inside a CUDA graph.
+    return torch.diag((torch.arange(n + 1, device=device) < n).to(dtype))
 
 
 class QueryModel(nn.Module):

@@ -37,7 +37,7 @@ class PromptPool:
         if active_dims is not None:
             raise ValueError("PromptPool has no curriculum over dimensions (active_dims must be None)")
         p = self.prompts
-        if generator.device != p.x.device:
+        if not checks.same_device(generator.device, p.x.device):
             raise ValueError(f"the generator samples on {generator.device} but the pool lives on {p.x.device}")
         idx = torch.randint(len(self), (batch,), generator=generator, device=p.x.device)
         return Prompt(p.x[idx], p.y[idx], p.x_query[idx], p.y_query[idx])
