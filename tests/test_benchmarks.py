@@ -41,12 +41,17 @@ def test_write_json_is_atomic(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
-def test_run_book_times_each_notebook_and_fails_on_a_failed_claim(tmp_path):
-    cell = "```{{code-cell}} ipython3\n{}\n```\n"
+def write_notebooks(folder: Path, **code: str) -> None:
+    """One MyST notebook per keyword, named for it, with one code cell holding its value."""
     header = (ROOT / "notebooks" / "05_softmax_stagewise.md").read_text().split("\n---\n")[0] + "\n---\n"
-    (tmp_path / "nb").mkdir()
-    (tmp_path / "nb" / "a_ok.md").write_text(header + "# ok\n\n" + cell.format("import os\nprint(os.environ['ICL_MODE'])"))
-    (tmp_path / "nb" / "b_bad.md").write_text(header + "# bad\n\n" + cell.format("assert 1 + 1 == 3, 'claim fails'"))
+    folder.mkdir()
+    for name, source in code.items():
+        (folder / f"{name}.md").write_text(f"{header}# {name}\n\n```{{code-cell}} ipython3\n{source}\n```\n")
+
+
+def test_run_book_times_each_notebook_and_fails_on_a_failed_claim(tmp_path):
+    write_notebooks(tmp_path / "nb", a_ok="import os\nprint(os.environ['ICL_MODE'])",
+                    b_bad="assert 1 + 1 == 3, 'claim fails'")
     args = ["--mode", "quick", "--notebooks", str(tmp_path / "nb"), "--out", str(tmp_path)]
     with pytest.raises(SystemExit):
         run_book.main(args)
@@ -62,11 +67,8 @@ def test_run_book_times_each_notebook_and_fails_on_a_failed_claim(tmp_path):
 
 
 def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_path):
-    cell = "```{{code-cell}} ipython3\n{}\n```\n"
-    header = (ROOT / "notebooks" / "05_softmax_stagewise.md").read_text().split("\n---\n")[0] + "\n---\n"
-    (tmp_path / "nb").mkdir()
-    (tmp_path / "nb" / "a_ok.md").write_text(header + "# ok\n\n" + cell.format("import os\nprint(os.environ['OMP_NUM_THREADS'])"))
-    (tmp_path / "nb" / "b_slow.md").write_text(header + "# slow\n\n" + cell.format("print('started', flush=True)\nimport time\ntime.sleep(60)"))
+    write_notebooks(tmp_path / "nb", a_ok="import os\nprint(os.environ['OMP_NUM_THREADS'])",
+                    b_slow="print('started', flush=True)\nimport time\ntime.sleep(60)")
     args = ["--mode", "quick", "--notebooks", str(tmp_path / "nb"), "--out", str(tmp_path), "--jobs", "2",
             "--timeout", "10"]
     with pytest.raises(SystemExit):
