@@ -483,11 +483,17 @@ def one_step_feature_update(
 
 
 def _spd_solve(gram: Tensor, ridge: float, rhs: Tensor) -> Tensor:
-    """``(gram + ridge I)^-1 rhs`` for a positive semi-definite ``gram``, by Cholesky on the CPU in float64."""
-    system = gram.detach().double().cpu()
-    system = (system + system.T) / 2 + ridge * torch.eye(system.shape[0], dtype=system.dtype)
-    factor = torch.linalg.cholesky(system)
-    return torch.cholesky_solve(rhs.detach().double().cpu()[:, None], factor)[:, 0].to(rhs.device)
+    """``(gram + ridge I)^-1 rhs`` for a positive semi-definite ``gram``, by Cholesky in float64: on ``gram``'s device,
+    and on the CPU if that factorization fails (it is the CPU's LAPACK that solved chapter 3's stage-2 system where
+    CUDA's solvers gave up, on an H100 with torch 2.11)."""
+    system = gram.detach().double()
+    system = (system + system.T) / 2 + ridge * torch.eye(system.shape[0], dtype=system.dtype, device=system.device)
+    for dev in dict.fromkeys([system.device, torch.device("cpu")]):
+        factor, info = torch.linalg.cholesky_ex(system.to(dev))
+        if int(info) == 0 and bool(torch.isfinite(factor).all()):
+            solution = torch.cholesky_solve(rhs.detach().double().to(dev)[:, None], factor)[:, 0]
+            return solution.to(rhs.device)
+    raise ValueError(f"the ridge system is not numerically positive definite; raise lam (got {ridge:g} after scaling)")
 
 
 def fit_attention_ridge(
@@ -522,9 +528,9 @@ def fit_attention_ridge(
         for name, t in (("the context summaries", a), ("the query features", f), ("the query labels", y)):
             if not bool(torch.isfinite(t).all()):
                 raise ValueError(f"{name} of the stage-2 prompts are not finite: check the model's weights")
-        # The system is symmetric positive definite (a Gram matrix plus a ridge) and small, so it is solved by
-        # Cholesky on the host: on CUDA (torch 2.11, H100) the LU solver reported this matrix singular and eigh
-        # failed to converge when many features were dead (a block equal to lam * I), where LAPACK solves it.
+        # The system is symmetric positive definite (a Gram matrix plus a ridge), so it is solved by Cholesky. On
+        # CUDA (torch 2.11, H100) the LU solver called chapter 3's system at d = 16, r = 1 singular and eigh failed
+        # to converge, where LAPACK solves it; _spd_solve falls back to the CPU.
         if m * m <= n_tasks:
             phi = (a[:, :, None] * f[:, None, :]).reshape(n_tasks, m * m)
             system, rhs = phi.T @ phi / n_tasks, phi.T @ y / n_tasks

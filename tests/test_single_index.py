@@ -113,3 +113,14 @@ def test_fit_attention_ridge_solves_with_many_dead_features(gen):
     (grad,) = torch.autograd.grad(objective, gamma)
     assert grad.abs().max() < 1e-6 and bool(torch.isfinite(gamma).all())
     assert gamma[:4].abs().max() == 0 and gamma[:, :4].abs().max() == 0
+
+
+def test_spd_solve_matches_a_direct_solve_and_refuses_an_indefinite_system(gen):
+    from icl_utils.train import _spd_solve
+
+    x = torch.randn(50, 8, generator=gen, dtype=torch.float64)
+    rhs = torch.randn(8, generator=gen, dtype=torch.float64)
+    want = torch.linalg.solve(x.T @ x + 0.1 * torch.eye(8, dtype=torch.float64), rhs)
+    torch.testing.assert_close(_spd_solve(x.T @ x, 0.1, rhs), want)
+    with pytest.raises(ValueError, match="raise lam"):
+        _spd_solve(-torch.eye(3, dtype=torch.float64), 1e-3, torch.ones(3, dtype=torch.float64))
