@@ -5,10 +5,11 @@ import torch
 
 from icl_utils.estimators import discrete_posterior_mean, kernel_ridge
 from icl_utils.models.linear_attention import MLPAttention
+from icl_utils.prompts import Prompt
 from icl_utils.risk import AttentionMoments, attention_gamma, attention_risk, fit_slope, query_risk
 from icl_utils.tasks.nonparametric import NoiselessQueries, NonparametricTasks, cardinal_bspline
 from icl_utils.tasks.pool import PromptPool
-from icl_utils.train import fit_attention_ridge
+from icl_utils.train import fit_attention_ridge, train_ensemble
 
 
 @pytest.mark.parametrize("order", [0, 1, 2, 3])
@@ -177,6 +178,27 @@ def test_prompt_pool_draws_only_its_prompts_and_checks_its_arguments(gen):
         assert len(cuda_pool.sample(4, 7, torch.Generator("cuda").manual_seed(1)).y) == 4
         with pytest.raises(ValueError, match="generator samples on cpu"):
             cuda_pool.sample(4, 7, gen)
+
+
+def test_grouped_pool_gives_each_model_of_an_ensemble_its_own_pool(gen):
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=8)
+    quiet, loud = task.sample(6, 7, gen), task.sample(6, 7, gen)
+    quiet = Prompt(quiet.x, 0 * quiet.y, quiet.x_query, 0 * quiet.y_query)  # pool 0: every label is zero
+    loud = Prompt(loud.x, 100 * loud.y, loud.x_query, 100 * loud.y_query)
+    fields = ("x", "y", "x_query", "y_query")
+    pool = PromptPool(Prompt(*(torch.cat([getattr(quiet, f), getattr(loud, f)]) for f in fields)), groups=2)
+    assert len(pool) == 6 and torch.equal(pool.group(1).y, loud.y)
+    batch = pool.sample(10, 7, gen)
+    assert (batch.y_query[:5] == 0).all() and (batch.y_query[5:] != 0).all()  # block s from pool s
+    models = [MLPAttention(1, 4, hidden=8) for _ in range(2)]
+    losses = train_ensemble(models, pool, steps=1, batch_size=5, n_points=8, generator=gen, progress=False).losses
+    assert losses[0, 0] < 1e-2 * losses[0, 1]  # model 0 saw only the quiet pool's zero labels
+    with pytest.raises(ValueError, match="multiple of groups=2"):
+        pool.sample(5, 7, gen)
+    with pytest.raises(ValueError, match="groups=4 must divide"):
+        PromptPool(quiet, groups=4)
+    with pytest.raises(ValueError, match="index must be an int"):
+        pool.group(2)
 
 
 def test_discrete_posterior_mean_matches_a_direct_computation(gen):
