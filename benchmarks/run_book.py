@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from concurrent.futures import ThreadPoolExecutor
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -66,11 +66,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {args.jobs}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
     env = {**os.environ, "ICL_MODE": args.mode, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    if args.jobs > 1:
-        env["OMP_NUM_THREADS"] = str(threads)
+    if args.jobs > 1:  # each chapter gets its share of the cores
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
 
     def run(notebook: Path, script: Path) -> dict:
         start = time.perf_counter()

@@ -528,9 +528,7 @@ def fit_attention_ridge(
         for name, t in (("the context summaries", a), ("the query features", f), ("the query labels", y)):
             if not bool(torch.isfinite(t).all()):
                 raise ValueError(f"{name} of the stage-2 prompts are not finite: check the model's weights")
-        # The system is symmetric positive definite (a Gram matrix plus a ridge), so it is solved by Cholesky. On
-        # CUDA (torch 2.11, H100) the LU solver called chapter 3's system at d = 16, r = 1 singular and eigh failed
-        # to converge, where LAPACK solves it; _spd_solve falls back to the CPU.
+        # A Gram matrix plus a ridge: symmetric positive definite, solved by Cholesky (see _spd_solve).
         if m * m <= n_tasks:
             phi = (a[:, :, None] * f[:, None, :]).reshape(n_tasks, m * m)
             system, rhs = phi.T @ phi / n_tasks, phi.T @ y / n_tasks
