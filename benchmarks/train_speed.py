@@ -108,13 +108,14 @@ def package_run(cfg: dict, steps: int, device: torch.device, **fast) -> float:
     return time.perf_counter() - start
 
 
-def ensemble_run(make, task, n_models: int, steps: int, batch: int, points: int, device: torch.device) -> float:
+def ensemble_run(make, task, n_models: int, steps: int, batch: int, points: int, bf16: bool,
+                 device: torch.device) -> float:
     torch.manual_seed(0)
     models = [make().to(device) for _ in range(n_models)]
     gen = torch.Generator(device=device).manual_seed(0)
     sync(device)
     start = time.perf_counter()
-    train_ensemble(models, task, steps=steps, batch_size=batch, n_points=points, generator=gen, lr=1e-3,
+    train_ensemble(models, task, steps=steps, batch_size=batch, n_points=points, generator=gen, lr=1e-3, bf16=bf16,
                    progress=False, log_every=100)
     sync(device)
     return time.perf_counter() - start
@@ -174,15 +175,15 @@ def main(argv: list[str] | None = None) -> dict:
 
     n_models, e_steps = cfg["ensemble"], cfg["ensemble_steps"]
     small_gpt = GPTConfig(n_dims=5, n_points=13, n_embd=64, n_layer=3, n_head=2)
-    cases = {
-        "LTB (chapter 4), batch 512": (lambda: LTB(5), LinearRegression(dim=5, noise_std=0.5), 512, 11),
-        "GPT 3x64 (chapter 0), batch 64": (lambda: ICLTransformer(small_gpt), LinearRegression(dim=5), 64, 13),
+    cases = {  # as the chapters train them: the LTB in float32, the GPT in bfloat16 on a GPU
+        "LTB (chapter 4), batch 512": (lambda: LTB(5), LinearRegression(dim=5, noise_std=0.5), 512, 11, False),
+        "GPT 3x64 (chapter 0), batch 64": (lambda: ICLTransformer(small_gpt), LinearRegression(dim=5), 64, 13, True),
     }
-    for name, (make, task, e_batch, points) in cases.items():
-        one = rate(lambda s: ensemble_run(make, task, 1, s, e_batch, points, device), e_steps)
-        many = rate(lambda s: ensemble_run(make, task, n_models, s, e_batch, points, device), e_steps)
-        ensembles.append({"name": name, "models": n_models, "steps_per_s_one": one, "steps_per_s_many": many,
-                          "time_ratio": one / many})
+    for name, (make, task, e_batch, points, bf16) in cases.items():
+        one = rate(lambda s: ensemble_run(make, task, 1, s, e_batch, points, bf16, device), e_steps)
+        many = rate(lambda s: ensemble_run(make, task, n_models, s, e_batch, points, bf16, device), e_steps)
+        ensembles.append({"name": name, "models": n_models, "bf16": bf16 and device.type == "cuda",
+                          "steps_per_s_one": one, "steps_per_s_many": many, "time_ratio": one / many})
         print(f"{name:32s} 1 model {one:8.1f} steps/s, {n_models} models {many:8.1f} steps/s: "
               f"{one / many:.2f}x the time of one", flush=True)
         write_json(path, result)

@@ -102,3 +102,13 @@ class Prompt:
     def take(self, index: slice | Tensor) -> "Prompt":
         """The prompts selected by ``index`` along the batch dimension (a slice, indices or a boolean mask)."""
         return Prompt(self.x[index], self.y[index], self.x_query[index], self.y_query[index])
+
+    @staticmethod
+    def cat(prompts: "list[Prompt]") -> "Prompt":
+        """The batches ``prompts`` one after the other (they must share ``n``, ``d``, dtype and device)."""
+        if not prompts or not all(isinstance(p, Prompt) for p in prompts):
+            raise TypeError("prompts must be a non-empty list of icl_utils.Prompt")
+        shapes = {(p.n_context, p.dim, p.x.dtype, p.x.device) for p in prompts}
+        if len(shapes) > 1:
+            raise ValueError(f"prompts must share n, d, dtype and device to be joined, got {sorted(map(str, shapes))}")
+        return Prompt(*(torch.cat([getattr(p, f) for p in prompts]) for f in ("x", "y", "x_query", "y_query")))

@@ -107,13 +107,19 @@ class _Plan:
     log_every: int
     dev: torch.device
     graph: bool  # replay the step as a CUDA graph
+    autocast: bool  # run the forward pass under bfloat16 autocast
     draw: Callable[[int], Prompt]  # step -> the prompts of that step, batch_size per model
 
+    def forward_context(self):
+        """Autocast to bfloat16 where asked for (its weight cache must be off inside a CUDA graph capture)."""
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast, cache_enabled=not self.graph)
 
-def _plan(models, task, *, steps, batch_size, n_points, generator, lr, schedule, curriculum, cuda_graph,
+
+def _plan(models, tasks, *, steps, batch_size, n_points, generator, lr, schedule, curriculum, cuda_graph, bf16,
           log_every) -> _Plan:
     """Check the arguments shared by the two training functions and build the prompt stream: step ``t`` draws
-    ``batch_size`` prompts per model of ``n_points`` points, or the curriculum's size at ``t``."""
+    ``batch_size`` prompts per model of ``n_points`` points, or the curriculum's size at ``t``, all from
+    ``tasks[0]`` or, given one task per model, block ``s`` from ``tasks[s]``."""
     steps = checks.positive_int("steps", steps)
     batch_size = checks.positive_int("batch_size", batch_size)
     n_points = checks.positive_int("n_points", n_points)
@@ -121,9 +127,16 @@ def _plan(models, task, *, steps, batch_size, n_points, generator, lr, schedule,
     log_every = checks.positive_int("log_every", log_every)
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
+    if not isinstance(bf16, bool):
+        raise TypeError(f"bf16 must be True or False, got {bf16!r}")
     dev = checks.generator(generator).device
-    if not callable(getattr(task, "sample", None)):
-        raise TypeError(f"task must have a sample(batch, n, generator, active_dims) method, got {type(task).__name__}")
+    if len(tasks) not in (1, len(models)):
+        raise ValueError(f"give one task, or one per model ({len(models)}), not {len(tasks)}")
+    for task in tasks:
+        if not callable(getattr(task, "sample", None)):
+            raise TypeError(f"task must have a sample(batch, n, generator, active_dims) method, got {type(task).__name__}")
+    if len({getattr(task, "dim", None) for task in tasks}) > 1:
+        raise ValueError(f"the tasks must share one dimension, got {[getattr(t, 'dim', None) for t in tasks]}")
     if curriculum is not None and not isinstance(curriculum, Curriculum):
         raise TypeError(f"curriculum must be a Curriculum or None, got {type(curriculum).__name__}")
     if curriculum is not None and curriculum.points[1] > n_points:
@@ -142,13 +155,14 @@ def _plan(models, task, *, steps, batch_size, n_points, generator, lr, schedule,
         raise ValueError(f"cuda_graph=True needs a CUDA device, but the generator samples on {dev}")
     else:
         graph = cuda_graph
-    total = batch_size * len(models)
 
     def draw(step: int) -> Prompt:
         dims, points = curriculum.at(step) if curriculum is not None else (None, n_points)
-        return task.sample(total, points - 1, generator, active_dims=dims)
+        if len(tasks) == 1:
+            return tasks[0].sample(batch_size * len(models), points - 1, generator, active_dims=dims)
+        return Prompt.cat([task.sample(batch_size, points - 1, generator, active_dims=dims) for task in tasks])
 
-    return _Plan(steps, batch_size, lr, schedule, log_every, dev, graph, draw)
+    return _Plan(steps, batch_size, lr, schedule, log_every, dev, graph, bf16 and dev.type == "cuda", draw)
 
 
 class _GraphedStep:
@@ -296,13 +310,11 @@ def train(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    plan = _plan([model], task, steps=steps, batch_size=batch_size, n_points=n_points, generator=generator, lr=lr,
-                 schedule=schedule, curriculum=curriculum, cuda_graph=cuda_graph, log_every=log_every)
-    autocast = bf16 and plan.dev.type == "cuda"
+    plan = _plan([model], [task], steps=steps, batch_size=batch_size, n_points=n_points, generator=generator, lr=lr,
+                 schedule=schedule, curriculum=curriculum, cuda_graph=cuda_graph, bf16=bf16, log_every=log_every)
 
     def loss_fn(prompt: Prompt) -> Tensor:
-        # Autocast's weight cache must be off inside a CUDA graph capture.
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast, cache_enabled=not plan.graph):
+        with plan.forward_context():
             preds = model(prompt)
         return _squared_errors(preds, prompt)[None]
 
@@ -317,7 +329,7 @@ def train(
 
 def train_ensemble(
     models: Sequence[nn.Module],
-    task: TaskFamily,
+    task: TaskFamily | Sequence[TaskFamily],
     *,
     steps: int,
     batch_size: int,
@@ -326,24 +338,29 @@ def train_ensemble(
     lr: float = 1e-4,
     schedule: str = "constant",
     curriculum: Curriculum | None = None,
+    bf16: bool = False,
     cuda_graph: bool | None = None,
     log_every: int = 50,
     progress: bool = True,
     desc: str = "training ensemble",
 ) -> TrainHistory:
     """Train ``S`` models of one architecture (different seeds, say) at once, in place, as :func:`train` trains
-    one: each model sees its own ``batch_size`` fresh prompts per step and takes its own Adam step.
+    one: each model sees its own ``batch_size`` fresh prompts per step and takes its own Adam step. ``task`` is one
+    task family for all of them, or a list of ``S`` (of one dimension): model ``s`` then trains on ``task[s]``
+    (a sweep over task parameters, or one :class:`~icl_utils.tasks.pool.PromptPool` per model).
 
     The models' parameters are stacked along a new leading dimension and one forward pass runs all of them
     (``torch.func.vmap`` over ``torch.func.functional_call``); Adam acts elementwise, so Adam on the stacked
     tensors is exactly ``S`` independent Adams. On a GPU, where small models are limited by kernel launches
-    rather than arithmetic, ``S`` models cost little more than one. Returns losses of shape ``(steps, S)``.
+    rather than arithmetic, ``S`` models cost little more than one. ``bf16`` and ``cuda_graph`` act as in
+    :func:`train`. Returns losses of shape ``(steps, S)``.
     """
     models = list(models) if isinstance(models, (list, tuple)) else models
     if not isinstance(models, list) or not models:
         raise TypeError("models must be a non-empty list or tuple of torch.nn.Module")
-    plan = _plan(models, task, steps=steps, batch_size=batch_size, n_points=n_points, generator=generator, lr=lr,
-                 schedule=schedule, curriculum=curriculum, cuda_graph=cuda_graph, log_every=log_every)
+    tasks = list(task) if isinstance(task, (list, tuple)) else [task]
+    plan = _plan(models, tasks, steps=steps, batch_size=batch_size, n_points=n_points, generator=generator, lr=lr,
+                 schedule=schedule, curriculum=curriculum, cuda_graph=cuda_graph, bf16=bf16, log_every=log_every)
     names = [name for name, _ in models[0].named_parameters()]
     for i, model in enumerate(models[1:], start=1):
         if type(model) is not type(models[0]) or [n for n, _ in model.named_parameters()] != names or any(
@@ -363,7 +380,7 @@ def train_ensemble(
                  for t in (prompt.x, prompt.y, prompt.x_query, prompt.y_query)]
         # Attention as plain matrix products: vmap batches those natively, while the fused attention kernels
         # have no batching rule on the CPU and fail in the backward pass on CUDA (torch 2.11).
-        with sdpa_kernel(SDPBackend.MATH):
+        with sdpa_kernel(SDPBackend.MATH), plan.forward_context():
             return torch.func.vmap(one_model)(params, buffers, *split)
 
     try:

@@ -15,6 +15,7 @@ from icl_utils.models.linear_attention import (
     ltb_from_gd_beta,
     token_matrix,
 )
+from icl_utils.prompts import Prompt
 from icl_utils.tasks import LinearRegression
 
 
@@ -36,6 +37,21 @@ def test_token_matrix_and_mask_follow_the_paper(gen):
     # Z M Z^T / n is the second-moment matrix of the context examples alone
     s = z @ m @ z.transpose(1, 2) / 4
     assert torch.allclose(s[:, :3, 3], (p.x * p.y[..., None]).mean(1), atol=1e-6)
+
+
+@pytest.mark.parametrize("mlp", [True, False])
+def test_ltb_is_the_papers_matrix_formula(gen, mlp):
+    """The LTB computes only the query column; it must equal the bottom-right entry of (3.3) written out in full,
+    [(I + W_2^T W_1)(Z + W_P W_V Z M Z^T W_K^T W_Q Z / n)]_{-1,-1}."""
+    torch.manual_seed(3)
+    model = LTB(3, mlp=mlp, init_std=0.5).double()
+    p = _task().sample(16, 6, gen)
+    p = Prompt(p.x.double(), p.y.double(), p.x_query.double(), p.y_query.double())
+    z, m = token_matrix(p), attention_mask(6, torch.float64)
+    h = z + model.W_P @ model.W_V @ z @ m @ z.transpose(1, 2) @ model.W_K.T @ model.W_Q @ z / 6
+    if mlp:
+        h = h + model.W_2.T @ model.W_1 @ h
+    torch.testing.assert_close(model.predict(p), h[:, -1, -1].detach(), rtol=1e-10, atol=1e-10)
 
 
 def test_lsa_with_the_gd0_construction_is_one_gradient_step(gen):

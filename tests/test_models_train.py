@@ -152,6 +152,59 @@ def test_ensemble_training_equals_separate_runs(gen, make):
         assert not torch.allclose(models[0](test), models[1](test), atol=1e-3)
 
 
+def test_ensemble_with_one_task_per_model_equals_separate_runs(gen):
+    """Given a list of tasks, model s trains on task s: the same losses as training it alone on that task's
+    prompts."""
+    tasks = [Recorder(LinearRegression(dim=3, noise_std=0.1)),
+             Recorder(LinearRegression(dim=3, noise_std=1.0, prior_mean=torch.full((3,), 2.0)))]
+    models = [LTB(3) for _ in tasks]
+    copies = [copy.deepcopy(m) for m in models]
+    hist = train_ensemble(models, tasks, steps=20, batch_size=16, n_points=6, generator=gen, lr=3e-3, progress=False)
+    for s, (single, rec) in enumerate(zip(copies, tasks)):
+        assert len(rec.prompts) == 20 and rec.prompts[0].batch_size == 16  # each task drew one model's block
+        h = train(single, Replay(rec, 0, 1), steps=20, batch_size=16, n_points=6, generator=gen, lr=3e-3,
+                  progress=False)
+        np.testing.assert_allclose(hist.losses[:, s], h.losses, rtol=1e-4, atol=1e-6)
+    assert hist.losses[-5:, 1].mean() > 3 * hist.losses[-5:, 0].mean()  # the noisy, shifted task stays harder
+    with pytest.raises(ValueError, match="one per model"):
+        train_ensemble(models, tasks[:1] * 3, steps=1, batch_size=2, n_points=6, generator=gen)
+    with pytest.raises(ValueError, match="share one dimension"):
+        train_ensemble(models, [LinearRegression(dim=3), LinearRegression(dim=2)], steps=1, batch_size=2,
+                       n_points=6, generator=gen)
+
+
+def test_bf16_is_ignored_on_the_cpu():
+    def run(bf16):
+        models = [small_model(d=3, points=6) for _ in range(2)]
+        return train_ensemble(models, LinearRegression(dim=3), steps=5, batch_size=8, n_points=6, bf16=bf16,
+                              generator=torch.Generator().manual_seed(4), lr=1e-3, progress=False).losses
+
+    assert np.array_equal(run(True), run(False))
+    with pytest.raises(TypeError, match="bf16 must be True or False"):
+        train(small_model(d=3, points=6), LinearRegression(dim=3), steps=1, batch_size=2, n_points=6,
+              generator=torch.Generator(), bf16="yes")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("ensemble", [False, True])
+def test_bf16_training_follows_float32_on_cuda(ensemble):
+    """bfloat16 autocast changes the forward pass's round-off, not the optimization: the first losses agree to
+    bfloat16's precision and the losses after training agree closely."""
+
+    def run(bf16):
+        torch.manual_seed(0)
+        kw = dict(steps=200, batch_size=64, n_points=8, generator=torch.Generator("cuda").manual_seed(5), lr=1e-3,
+                  schedule="cosine", bf16=bf16, progress=False)
+        if ensemble:
+            return train_ensemble([small_model(d=4).cuda() for _ in range(3)], LinearRegression(dim=4), **kw).losses
+        return train(small_model(d=4).cuda(), LinearRegression(dim=4), **kw).losses[:, None]
+
+    fp32, bf16 = run(False), run(True)
+    np.testing.assert_allclose(bf16[0], fp32[0], rtol=2e-2)
+    np.testing.assert_allclose(bf16[-50:].mean(0), fp32[-50:].mean(0), rtol=0.1)
+    assert fp32[-50:].mean() < 0.8 * fp32[:10].mean()  # it did train
+
+
 def test_ensemble_training_is_bitwise_reproducible_on_cpu():
     def run():
         torch.manual_seed(0)

@@ -180,25 +180,18 @@ def test_prompt_pool_draws_only_its_prompts_and_checks_its_arguments(gen):
             cuda_pool.sample(4, 7, gen)
 
 
-def test_grouped_pool_gives_each_model_of_an_ensemble_its_own_pool(gen):
+def test_a_list_of_pools_gives_each_model_of_an_ensemble_its_own_pool(gen):
     task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=8)
     quiet, loud = task.sample(6, 7, gen), task.sample(6, 7, gen)
-    quiet = Prompt(quiet.x, 0 * quiet.y, quiet.x_query, 0 * quiet.y_query)  # pool 0: every label is zero
-    loud = Prompt(loud.x, 100 * loud.y, loud.x_query, 100 * loud.y_query)
-    fields = ("x", "y", "x_query", "y_query")
-    pool = PromptPool(Prompt(*(torch.cat([getattr(quiet, f), getattr(loud, f)]) for f in fields)), groups=2)
-    assert len(pool) == 6 and torch.equal(pool.group(1).y, loud.y)
-    batch = pool.sample(10, 7, gen)
-    assert (batch.y_query[:5] == 0).all() and (batch.y_query[5:] != 0).all()  # block s from pool s
+    quiet = PromptPool(Prompt(quiet.x, 0 * quiet.y, quiet.x_query, 0 * quiet.y_query))  # every label is zero
+    loud = PromptPool(Prompt(loud.x, 100 * loud.y, loud.x_query, 100 * loud.y_query))
+    assert len(quiet) == 6 and quiet.dim == 1
     models = [MLPAttention(1, 4, hidden=8) for _ in range(2)]
-    losses = train_ensemble(models, pool, steps=1, batch_size=5, n_points=8, generator=gen, progress=False).losses
+    losses = train_ensemble(models, [quiet, loud], steps=1, batch_size=5, n_points=8, generator=gen,
+                            progress=False).losses
     assert losses[0, 0] < 1e-2 * losses[0, 1]  # model 0 saw only the quiet pool's zero labels
-    with pytest.raises(ValueError, match="multiple of groups=2"):
-        pool.sample(5, 7, gen)
-    with pytest.raises(ValueError, match="groups=4 must divide"):
-        PromptPool(quiet, groups=4)
-    with pytest.raises(ValueError, match="index must be an int"):
-        pool.group(2)
+    with pytest.raises(ValueError, match="one per model"):
+        train_ensemble(models, [quiet, loud, quiet], steps=1, batch_size=5, n_points=8, generator=gen)
 
 
 def test_discrete_posterior_mean_matches_a_direct_computation(gen):

@@ -95,12 +95,18 @@ class LTB(QueryModel):
         prompt = self._check(prompt)
         z = token_matrix(prompt)
         n = prompt.n_context
-        mask = attention_mask(n, z.dtype, z.device)
-        attn = self.W_P @ self.W_V @ (z @ mask @ z.transpose(1, 2)) @ self.W_K.T @ self.W_Q @ z / n
-        h = z + attn
+        # Only the bottom-right entry is read, so only the query column of the block's output is computed:
+        # Z M Z^T / n is the context tokens' second-moment matrix (M drops the query column), and the query column
+        # of the attention output is W_P W_V (Z M Z^T / n) W_K^T W_Q z_query. Weight products act on (B, d+1)
+        # rows, so S models trained at once (vmap) multiply S large matrices, not S * B tiny ones.
+        context, z_query = z[:, :, :n], z[:, :, n]
+        moments = context @ context.transpose(1, 2) / n
+        scores = z_query @ (self.W_K.T @ self.W_Q).T
+        h_query = z_query + (moments @ scores[:, :, None])[:, :, 0] @ (self.W_P @ self.W_V).T
+        out = h_query[:, -1]
         if self.mlp:
-            h = h + self.W_2.T @ self.W_1 @ h
-        return h[:, -1, -1]
+            out = out + h_query @ (self.W_2.T @ self.W_1)[-1]
+        return out
 
 
 def LSA(dim: int, *, init_std: float = 0.3) -> LTB:
