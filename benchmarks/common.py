@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import re
+import subprocess
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,12 +28,26 @@ def slug(device: torch.device) -> str:
     return "cpu" if device.type != "cuda" else re.sub(r"[^a-z0-9]+", "-", device_name(device).lower()).strip("-")
 
 
+def commit() -> str | None:
+    """The repository's commit (``+`` if the working tree has changes), or None outside a git checkout."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+" if dirty else "")
+
+
 def environment(device: torch.device) -> dict:
-    """Device, versions and date, stored with every result."""
+    """Device, versions, code and date, stored with every result."""
     info = {
         "device": device_name(device),
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "commit": commit(),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
     if device.type == "cuda":
