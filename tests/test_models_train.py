@@ -193,16 +193,16 @@ def test_bf16_training_follows_float32_on_cuda(ensemble):
 
     def run(bf16):
         torch.manual_seed(0)
-        kw = dict(steps=200, batch_size=64, n_points=8, generator=torch.Generator("cuda").manual_seed(5), lr=1e-3,
+        kw = dict(steps=300, batch_size=64, n_points=8, generator=torch.Generator("cuda").manual_seed(5), lr=3e-3,
                   schedule="cosine", bf16=bf16, progress=False)
         if ensemble:
-            return train_ensemble([small_model(d=4).cuda() for _ in range(3)], LinearRegression(dim=4), **kw).losses
-        return train(small_model(d=4).cuda(), LinearRegression(dim=4), **kw).losses[:, None]
+            return train_ensemble([small_model(d=2).cuda() for _ in range(3)], LinearRegression(dim=2), **kw).losses
+        return train(small_model(d=2).cuda(), LinearRegression(dim=2), **kw).losses[:, None]
 
     fp32, bf16 = run(False), run(True)
     np.testing.assert_allclose(bf16[0], fp32[0], rtol=2e-2)
     np.testing.assert_allclose(bf16[-50:].mean(0), fp32[-50:].mean(0), rtol=0.1)
-    assert fp32[-50:].mean() < 0.8 * fp32[:10].mean()  # it did train
+    assert fp32[-50:].mean() < 0.8 * fp32[:10].mean()  # it did train (0.52 of the start on a CPU)
 
 
 def test_ensemble_training_is_bitwise_reproducible_on_cpu():
