@@ -82,6 +82,8 @@ CASES = {
         [], LinearRegression(dim=2), steps=1, batch_size=2, n_points=4, generator=G)),
     "estimator given a tensor": (TypeError, "prompt must be an icl_utils.Prompt", lambda: kernel_ridge(
         torch.zeros(2, 3, 1))),
+    "joining prompts of two lengths": (ValueError, "must share n, d", lambda: Prompt.cat([prompt(n=3), prompt(n=4)])),
+    "joining nothing": (TypeError, "non-empty list of icl_utils.Prompt", lambda: Prompt.cat([])),
     "bool as an int": (TypeError, "steps must be an int", lambda: checks.positive_int("steps", True)),
     "infinite float": (ValueError, "lr must be > 0 and finite", lambda: checks.nonnegative_float(
         "lr", float("inf"), strict=True)),
