@@ -1,9 +1,10 @@
 """A compact GPT-style in-context learner (in the spirit of nanoGPT and Garg et al. 2022).
 
-Prompts are read as interleaved tokens ``x_1, y_1, ..., x_n, y_n, x_query`` (see :meth:`Prompt.tokens`), mapped to
-the model width by a linear read-in, given learned position embeddings, passed through causal pre-norm blocks
-(attention on ``torch.nn.functional.scaled_dot_product_attention``, then an optional GELU MLP), and read out by a
-linear map at the x positions. Position ``i`` therefore predicts ``y_i`` from the ``i`` examples before it, and
+Prompts are read as interleaved tokens ``x_1, y_1, ..., x_n, y_n, x_query``
+(see :meth:`~icl_utils.prompts.Prompt.tokens`), mapped to the model width by a linear read-in, given learned
+position embeddings, passed through causal pre-norm blocks (attention on
+``torch.nn.functional.scaled_dot_product_attention``, then an optional GELU MLP), and read out by a linear map at
+the x positions. Position ``i`` therefore predicts ``y_i`` from the ``i`` examples before it, and
 one forward pass gives the whole "error against number of examples" curve.
 """
 

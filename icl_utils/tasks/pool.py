@@ -38,6 +38,8 @@ class PromptPool:
         return self.prompts.dim
 
     def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
+        """``batch`` prompts of the pool, drawn uniformly with replacement; ``n`` must be the pool's context length
+        (the argument is there so that a pool can stand in for a task family)."""
         batch, n, generator = checks.sample_sizes(batch, n, generator)
         if n != self.prompts.n_context:
             raise ValueError(f"the pool's prompts have n={self.prompts.n_context} examples, asked for n={n}")

@@ -40,8 +40,8 @@ class SingleIndexTasks:
     """Single-index tasks ``sum_{i=k}^{P} c_i He_i(<x, beta>)`` with ``beta`` in a hidden ``r``-dim subspace.
 
     ``subspace_seed`` fixes the subspace ``S`` (a uniformly random ``r``-dimensional subspace of ``R^d``, its
-    orthonormal basis in :attr:`basis`). Link coefficients are ``c = g / ||g||`` with independent
-    ``g_i ~ N(0, 1)``, except ``g_k ~ N(lead_mean, 1)``, so that ``E[c_k] != 0``.
+    orthonormal basis in the attribute ``basis``, shape ``(d, r)``). Link coefficients are ``c = g / ||g||`` with
+    independent ``g_i ~ N(0, 1)``, except ``g_k ~ N(lead_mean, 1)``, so that ``E[c_k] != 0``.
     """
 
     dim: int
