@@ -34,8 +34,9 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import RESULTS, environment, slug, write_json  # noqa: E402
 from icl_utils.models import GPTConfig, ICLTransformer  # noqa: E402
-from icl_utils.models.linear_attention import LTB  # noqa: E402
+from icl_utils.models.linear_attention import LTB, MLPAttention  # noqa: E402
 from icl_utils.tasks import LinearRegression  # noqa: E402
+from icl_utils.tasks.nonparametric import NonparametricTasks  # noqa: E402
 from icl_utils.train import train, train_ensemble  # noqa: E402
 
 CONFIGS = {
@@ -175,8 +176,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     n_models, e_steps = cfg["ensemble"], cfg["ensemble_steps"]
     small_gpt = GPTConfig(n_dims=5, n_points=13, n_embd=64, n_layer=3, n_head=2)
-    cases = {  # as the chapters train them: the LTB in float32, the GPT in bfloat16 on a GPU
+    fourier = NonparametricTasks(dim=4, smoothness=1.0, n_basis=128, noise_std=0.5)
+    cases = {  # as the chapters train them (quick sizes): the small models in float32, the GPT in bfloat16 on a GPU
         "LTB (chapter 4), batch 512": (lambda: LTB(5), LinearRegression(dim=5, noise_std=0.5), 512, 11, False),
+        "MLP+attention (chapter 1), batch 64": (lambda: MLPAttention(4, 32, hidden=64, input_scale=10.0), fourier,
+                                                64, 33, False),
         "GPT 3x64 (chapter 0), batch 64": (lambda: ICLTransformer(small_gpt), LinearRegression(dim=5), 64, 13, True),
     }
     for name, (make, task, e_batch, points, bf16) in cases.items():

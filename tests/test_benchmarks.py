@@ -21,7 +21,7 @@ def test_train_speed_small_config_on_cpu(tmp_path):
     assert "package, plain" in names and all(row["steps_per_s"] > 0 for row in saved["rows"])
     if saved["transformers"] is not None:
         assert names[0] == "reference (HF GPT2)" and saved["rows"][0]["ratio_to_reference"] == 1.0
-    assert [e["models"] for e in saved["ensembles"]] == [8, 8]
+    assert [e["models"] for e in saved["ensembles"]] == [8, 8, 8]
     assert all(e["steps_per_s_one"] > 0 and e["time_ratio"] > 0 for e in saved["ensembles"])
 
 

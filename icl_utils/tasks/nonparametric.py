@@ -118,10 +118,14 @@ class NonparametricTasks:
         if self.basis == "fourier":
             # Every one-dimensional function e_1..e_J at every coordinate, then one gather and a product over axes.
             index = self._fourier_table.to(x.device)  # (N, d): row of e_{j_k}(x_k) in the table below
-            table = _trig_table(x, self._fourier_count).reshape(-1, self.dim * self._fourier_count).T  # (d J, P)
-            out = table[index[:, 0]]  # row gathers are contiguous copies, far faster than gathers along the last axis
+            table = _trig_table(x, self._fourier_count).reshape(-1, self.dim * self._fourier_count)
+            # Row gathers from a contiguous (d J, P) table are contiguous copies, far faster than gathers along the
+            # last axis or from the transposed view; index_select beats the same gather written table[rows]
+            # (512 prompts of 33 points, N = 128, d = 4, one CPU thread: 11.5 ms from the view, 4.5 ms now).
+            table = table.T.contiguous()
+            out = table.index_select(0, index[:, 0])
             for k in range(1, self.dim):
-                out = out * table[index[:, k]]
+                out = out * table.index_select(0, index[:, k])
             return out.T.reshape(*x.shape[:-1], len(index))
         else:
             cols = [
