@@ -2,7 +2,8 @@
 
 The ICL risk after ``k`` examples is ``E (f_hat(x_query; first k examples) - y_query)^2``. Sampling ``B`` prompts
 of ``n`` context points gives, for every ``k = 0..n``, ``B`` squared errors: :func:`prefix_errors` for an estimator
-(one call per prefix), :func:`model_errors` for a transformer (one forward pass reads every prefix).
+(one call per prefix), :func:`model_errors` for a transformer (one forward pass reads every prefix; a model that
+predicts only the query gives one error per prompt).
 """
 
 from __future__ import annotations
@@ -34,20 +35,34 @@ def prefix_errors(estimator: Estimator, prompt: Prompt) -> Tensor:
     return torch.stack(cols, dim=1)
 
 
+def squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
+    """Squared errors of a model's output on ``prompt``: at every x position for ``(B, n+1)`` outputs (a causal
+    transformer), at the query for ``(B,)`` outputs (a model that predicts the query only)."""
+    targets = prompt.points()[1] if preds.ndim == 2 else prompt.y_query
+    if preds.shape != targets.shape:
+        raise ValueError(f"a model's output must have shape {tuple(prompt.points()[1].shape)} (every x position) or "
+                         f"{tuple(prompt.y_query.shape)} (the query), got {tuple(preds.shape)}")
+    return (preds.to(torch.promote_types(preds.dtype, targets.dtype)) - targets).square()
+
+
 @torch.no_grad()
 def model_errors(model: nn.Module, prompt: Prompt, chunk_size: int = 4096) -> Tensor:
-    """Squared errors ``(B, n+1)`` of a model that predicts at every x position, in chunks of prompts."""
+    """Squared errors of a model on ``prompt``, ``chunk_size`` prompts at a time (which bounds the memory), in
+    eval mode: ``(B, n+1)`` for a model that predicts at every x position, ``(B,)`` for one that predicts the query."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(prompt, Prompt):
+        raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
     chunk_size = checks.positive_int("chunk_size", chunk_size)
     was_training = model.training
     model.eval()
-    ys = prompt.points()[1]
-    out = []
-    for start in range(0, prompt.batch_size, chunk_size):
-        part = prompt.take(slice(start, start + chunk_size))
-        out.append((model(part).float() - ys[start : start + chunk_size]).square())
-    model.train(was_training)
+    try:
+        out = []
+        for start in range(0, prompt.batch_size, chunk_size):
+            part = prompt.take(slice(start, start + chunk_size))
+            out.append(squared_errors(model(part), part))
+    finally:
+        model.train(was_training)
     return torch.cat(out, dim=0)
 
 

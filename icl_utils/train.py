@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from icl_utils import checks
 from icl_utils.prompts import Prompt
+from icl_utils.risk import squared_errors
 
 
 class TaskFamily(Protocol):
@@ -89,11 +90,10 @@ def _schedule(name: str, steps: int):
     return lambda step: min((step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps)))
 
 
-def _squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
-    """Mean squared error of a model's output: at every x position for ``(B, n+1)`` outputs (the GPT), at the
-    query for ``(B,)`` outputs (query-only models)."""
-    targets = prompt.points()[1] if preds.ndim == 2 else prompt.y_query
-    return (preds.float() - targets).square().mean()
+def _mean_squared_error(preds: Tensor, prompt: Prompt) -> Tensor:
+    """The training loss: the mean of :func:`icl_utils.risk.squared_errors`, the output taken in float32 (it is
+    bfloat16 under autocast)."""
+    return squared_errors(preds.float(), prompt).mean()
 
 
 @dataclass(frozen=True)
@@ -316,7 +316,7 @@ def train(
     def loss_fn(prompt: Prompt) -> Tensor:
         with plan.forward_context():
             preds = model(prompt)
-        return _squared_errors(preds, prompt)[None]
+        return _mean_squared_error(preds, prompt)[None]
 
     model.train()
     try:
@@ -373,7 +373,7 @@ def train_ensemble(
 
     def one_model(p, b, x, y, xq, yq):
         prompt = Prompt(x=x, y=y, x_query=xq, y_query=yq)
-        return _squared_errors(torch.func.functional_call(base, (p, b), (prompt,)), prompt)
+        return _mean_squared_error(torch.func.functional_call(base, (p, b), (prompt,)), prompt)
 
     def loss_fn(prompt: Prompt) -> Tensor:
         split = [t.reshape(n_models, plan.batch_size, *t.shape[1:])

@@ -6,7 +6,8 @@ import torch
 from icl_utils.estimators import discrete_posterior_mean, kernel_ridge
 from icl_utils.models.linear_attention import MLPAttention
 from icl_utils.prompts import Prompt
-from icl_utils.risk import AttentionMoments, attention_gamma, attention_risk, fit_slope, query_risk
+from icl_utils.risk import AttentionMoments, attention_gamma, attention_risk, fit_slope, model_errors, query_risk
+from icl_utils.tasks import nonparametric
 from icl_utils.tasks.nonparametric import NoiselessQueries, NonparametricTasks, cardinal_bspline
 from icl_utils.tasks.pool import PromptPool
 from icl_utils.train import fit_attention_ridge, train_ensemble
@@ -94,6 +95,28 @@ def test_bad_sample_and_basis_arguments_raise(gen):
         cardinal_bspline(torch.zeros(3), -1)
     with pytest.raises(ValueError, match="last dimension dim=1"):
         task.features(torch.zeros(4, 2))
+
+
+def test_sampling_in_chunks_gives_the_same_prompts(monkeypatch):
+    """Labels are computed a chunk of prompts at a time (memory); the chunks must not change the draw."""
+    task = NonparametricTasks(dim=2, smoothness=1.0, n_basis=16, noise_std=0.5)
+    whole = task.sample(7, 5, torch.Generator().manual_seed(1))
+    monkeypatch.setattr(nonparametric, "FEATURE_BUDGET", 2 * 6 * 16)  # two prompts per chunk, the last one alone
+    chunked = task.sample(7, 5, torch.Generator().manual_seed(1))
+    for field in ("x", "y", "x_query", "y_query"):
+        torch.testing.assert_close(getattr(chunked, field), getattr(whole, field), rtol=0, atol=1e-6)
+
+
+def test_model_errors_of_a_query_model_are_its_squared_query_errors_in_chunks(gen):
+    task = NonparametricTasks(dim=2, smoothness=1.0, n_basis=16, noise_std=0.5)
+    torch.manual_seed(0)
+    model = MLPAttention(2, 8, hidden=16).train()
+    p = task.sample(10, 6, gen)
+    errors = model_errors(model, p, chunk_size=3)
+    with torch.no_grad():
+        direct = (model(p) - p.y_query).square()
+    assert errors.shape == (10,) and model.training  # the mode is restored
+    torch.testing.assert_close(errors, direct)
 
 
 @pytest.mark.parametrize("dim", [1, 2])

@@ -47,6 +47,11 @@ CASES = {
     "zero training steps": (ValueError, "steps must be >= 1", lambda: train(
         gpt(), LinearRegression(dim=2), steps=0, batch_size=2, n_points=4, generator=G)),
     "zero batch": (ValueError, "batch must be >= 1", lambda: LinearRegression(dim=2).sample(0, 3, G)),
+    "model_errors chunk 0": (ValueError, "chunk_size must be >= 1", lambda: risk.model_errors(LTB(2), prompt(), 0)),
+    "output neither per point nor per query": (ValueError, "output must have shape", lambda: risk.squared_errors(
+        torch.zeros(2, 3), prompt(n=3))),
+    "model_errors on a tensor": (TypeError, "prompt must be an icl_utils.Prompt", lambda: risk.model_errors(
+        LTB(2), torch.zeros(2, 3, 2))),
     "curriculum every 0": (ValueError, "every must be >= 1", lambda: Curriculum(dims=(1, 2), points=(2, 3),
                                                                                 every=0)),
     "one Monte Carlo prompt": (ValueError, "n_prompts must be >= 2", lambda: risk.query_risk(
