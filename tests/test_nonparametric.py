@@ -1,5 +1,7 @@
 """Chapter 1's task family: B-splines, the Fourier basis, the oracle posterior mean, and the MLP attention model."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -95,6 +97,14 @@ def test_bad_sample_and_basis_arguments_raise(gen):
         cardinal_bspline(torch.zeros(3), -1)
     with pytest.raises(ValueError, match="last dimension dim=1"):
         task.features(torch.zeros(4, 2))
+
+
+@pytest.mark.parametrize("dim, count, max_j", [(1, 40, 48), (2, 100, 16), (3, 300, 20), (5, 500, 10)])
+def test_fourier_multi_indices_are_the_lowest_frequencies_in_order(dim, count, max_j):
+    """Built level by level, the indices are those of a whole grid sorted by (total frequency, indices)."""
+    grid = sorted(itertools.product(range(1, max_j + 1), repeat=dim), key=lambda js: (sum(j // 2 for j in js), js))
+    assert sum(j // 2 for j in grid[count - 1]) < max_j // 2  # the grid holds every index of that frequency
+    assert nonparametric._fourier_indices(dim, count) == grid[:count]
 
 
 def test_sampling_in_chunks_gives_the_same_prompts(monkeypatch):
