@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm import tqdm
 
-from icl_utils import checks
+from icl_utils import checks, config
 from icl_utils.prompts import Prompt
 from icl_utils.risk import squared_errors
 
@@ -537,7 +537,11 @@ def fit_attention_ridge(
         raise TypeError("model must be a FeatureAttention")
     prompt = task.sample(n_tasks, n, generator)
     with torch.no_grad():
-        a = model.context_summary(prompt).double()
+        # The context's features (n_tasks x n x m values) are summarized a chunk of prompts at a time: chapter 3's
+        # full mode would otherwise hold 16384 x 1024 x 128 of them (8.6 GB), twice.
+        chunk = max(1, config.CHUNK_ELEMENTS // (n * model.gamma.shape[0]))
+        parts = [prompt.take(slice(start, start + chunk)) for start in range(0, n_tasks, chunk)]
+        a = torch.cat([model.context_summary(part) for part in parts]).double()
         f = model.features(prompt.x_query).double()
         y = prompt.y_query.double()
         m = a.shape[1]

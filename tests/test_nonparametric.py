@@ -5,6 +5,7 @@ import itertools
 import pytest
 import torch
 
+from icl_utils import config
 from icl_utils.estimators import discrete_posterior_mean, kernel_ridge
 from icl_utils.models.linear_attention import MLPAttention
 from icl_utils.prompts import Prompt
@@ -111,7 +112,7 @@ def test_sampling_in_chunks_gives_the_same_prompts(monkeypatch):
     """Labels are computed a chunk of prompts at a time (memory); the chunks must not change the draw."""
     task = NonparametricTasks(dim=2, smoothness=1.0, n_basis=16, noise_std=0.5)
     whole = task.sample(7, 5, torch.Generator().manual_seed(1))
-    monkeypatch.setattr(nonparametric, "FEATURE_BUDGET", 2 * 6 * 16)  # two prompts per chunk, the last one alone
+    monkeypatch.setattr(config, "CHUNK_ELEMENTS", 2 * 6 * 16)  # two prompts per chunk, the last one alone
     chunked = task.sample(7, 5, torch.Generator().manual_seed(1))
     for field in ("x", "y", "x_query", "y_query"):
         torch.testing.assert_close(getattr(chunked, field), getattr(whole, field), rtol=0, atol=1e-6)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from icl_utils import config
 from icl_utils.estimators import kernel_ridge, two_layer_network
 from icl_utils.models.linear_attention import FeatureAttention
 from icl_utils.tasks.single_index import SingleIndexTasks, hermite, principal_angles, projection_mass
@@ -43,7 +44,11 @@ def test_one_step_update_concentrates_in_the_subspace(gen):
     assert principal_angles(model.W, task.basis)[0] < 0.3
 
 
-def test_stage_two_ridge_matches_a_gradient_solve(gen):
+@pytest.mark.parametrize("chunk_elements", [None, 100])
+def test_stage_two_ridge_matches_a_gradient_solve(chunk_elements, gen, monkeypatch):
+    """Also with the context summarized in chunks of 3 prompts (width 3) or 1 (width 6)."""
+    if chunk_elements is not None:
+        monkeypatch.setattr(config, "CHUNK_ELEMENTS", chunk_elements)
     task = SingleIndexTasks(dim=4, subspace_dim=2, noise_std=0.1)
     lam = 1e-2
     for width, n_tasks in ((3, 64), (6, 20)):  # primal (m^2 <= T2) and kernel (m^2 > T2) forms

@@ -22,13 +22,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from icl_utils import checks
+from icl_utils import checks, config
 from icl_utils.estimators import bayes_linear_regression
 from icl_utils.prompts import Prompt
 
 BASES = ("fourier", "bspline")
-FEATURE_BUDGET = 2**24  # basis-function values evaluated at once when sampling (64 MB in float32), so that a pool
-# of 65,536 prompts of 129 points on 256 functions (chapter 1's full mode, 8.7 GB at once) is labelled in chunks
 
 
 def cardinal_bspline(x: Tensor, order: int) -> Tensor:
@@ -167,7 +165,9 @@ class NonparametricTasks:
             raise ValueError(f"weights must be a tensor of shape ({batch}, {self.n_basis})")
         xs = torch.rand(batch, n + 1, self.dim, generator=generator, device=dev)
         weights = weights.to(dev, torch.float32)
-        chunk = max(1, FEATURE_BUDGET // ((n + 1) * self.n_basis))  # prompts whose basis functions fit the budget
+        # Labelled a chunk of prompts at a time: a pool of 65,536 prompts of 129 points on 256 basis functions
+        # (chapter 1's full mode) would otherwise hold 8.7 GB of basis-function values at once.
+        chunk = max(1, config.CHUNK_ELEMENTS // ((n + 1) * self.n_basis))
         ys = torch.cat([torch.einsum("bnj,bj->bn", self.features(xs[i : i + chunk]), weights[i : i + chunk])
                         for i in range(0, batch, chunk)])
         if self.noise_std > 0:
