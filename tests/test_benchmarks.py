@@ -1,6 +1,7 @@
 """The benchmark scripts run on the CPU and write complete, atomic results files."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks import run_book, train_speed  # noqa: E402
+from benchmarks import dry_run, run_book, train_speed  # noqa: E402
 from benchmarks.common import write_json  # noqa: E402
 
 
@@ -80,3 +81,23 @@ def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_pat
     assert saved["total_seconds"] < ok["seconds"] + slow["seconds"]  # wall time, the two ran side by side
     with pytest.raises(SystemExit, match="--jobs"):
         run_book.main(args[:-4] + ["--jobs", "0"])
+
+
+def test_dry_run_caps_training_reports_each_cell_and_restores_what_it_changed(tmp_path, capsys):
+    header = (ROOT / "notebooks" / "05_softmax_stagewise.md").read_text().split("\n---\n")[0] + "\n---\n"
+    cells = ["import os\nimport torch\nfrom icl_utils.train import gradient_descent\nmode = os.environ.get('ICL_MODE', 'quick')\n"
+             "_, history = gradient_descent(lambda t: t.square().sum(), torch.ones(2), steps=1000, lr=0.1, "
+             "progress=False)",
+             "assert history.steps[-1] == 1000, 'the claim needs the full budget'",
+             "raise KeyError('a full-mode bug')",
+             "print(mode, history.steps[-1])"]
+    notebook = tmp_path / "nb.md"
+    notebook.write_text(header + "".join(f"\n```{{code-cell}} ipython3\n{c}\n```\n" for c in cells))
+    mode_before = os.environ.get("ICL_MODE")
+    with pytest.raises(SystemExit):  # a cell failed other than by an assertion
+        dry_run.main(["--steps", "30", "--mode", "full", str(notebook)])
+    out = capsys.readouterr().out
+    assert "assertion: the claim needs the full budget" in out and "ERROR KeyError" in out and "full 30" in out
+    assert os.environ.get("ICL_MODE") == mode_before
+    records = dry_run.run_cells(notebook)  # the loops are restored: 1000 steps again
+    assert [r["status"][:9] for r in records] == ["ok", "ok", "ERROR Key", "ok"]
