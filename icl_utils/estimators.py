@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from icl_utils import checks
+from icl_utils import checks, config
 from icl_utils.prompts import Prompt
 
 
@@ -99,7 +99,11 @@ def discrete_posterior_mean(prompt: Prompt, pool: Tensor, noise_var: float) -> T
     pool = pool.to(prompt.x.device, torch.float64)
     noise_var = checks.nonnegative_float("noise_var", noise_var, strict=True)
     x, y, xq = prompt.x.double(), prompt.y.double(), prompt.x_query.double()
-    log_lik = -(y[:, :, None] - x @ pool.T).square().sum(1) / (2 * noise_var)  # (B, M)
+    # The residuals of every pool member on every context point, (B, n, M), a chunk of prompts at a time.
+    chunk = max(1, config.CHUNK_ELEMENTS // max(1, prompt.n_context * len(pool)))
+    sse = torch.cat([(y[i : i + chunk, :, None] - x[i : i + chunk] @ pool.T).square().sum(1)
+                     for i in range(0, prompt.batch_size, chunk)])
+    log_lik = -sse / (2 * noise_var)  # (B, M)
     return (torch.softmax(log_lik, dim=1) * (xq @ pool.T)).sum(1).to(prompt.x.dtype)
 
 

@@ -228,7 +228,11 @@ def test_a_list_of_pools_gives_each_model_of_an_ensemble_its_own_pool(gen):
         train_ensemble(models, [quiet, loud, quiet], steps=1, batch_size=5, n_points=8, generator=gen)
 
 
-def test_discrete_posterior_mean_matches_a_direct_computation(gen):
+@pytest.mark.parametrize("chunk_elements", [None, 25])
+def test_discrete_posterior_mean_matches_a_direct_computation(chunk_elements, gen, monkeypatch):
+    """Also with the residuals computed one prompt at a time (25 values hold one prompt's 5 x 4 of them)."""
+    if chunk_elements is not None:
+        monkeypatch.setattr(config, "CHUNK_ELEMENTS", chunk_elements)
     task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=6, noise_std=0.3)
     pool = torch.randn(4, 6, generator=gen, dtype=torch.float64)
     p = task.feature_prompt(task.sample(3, 5, gen, weights=pool[[0, 2, 3]].float()))
