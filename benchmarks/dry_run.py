@@ -8,8 +8,9 @@ Each code cell runs in order in one namespace, with ``steps`` of :func:`icl_util
 :func:`~icl_utils.train.train_ensemble`, :func:`~icl_utils.train.gradient_descent` and
 :func:`icl_utils.models.softmax_attention.train` cut to ``--steps``, and everything else (sample sizes, widths,
 evaluation) at the mode's sizes. A cell that fails is reported and the next one runs: an ``AssertionError`` is
-expected (the chapter's claims need their training budgets), any other error is what this is for (a shape that only
-full mode has, a tensor too large for memory, a fit on too few points). Each cell's time and peak memory so far are
+expected (the chapter's claims need their training budgets), and so are errors of cells that use what a failed
+assertion did not define, or index a step past the short run's end; any other error is what this is for (a shape
+that only full mode has, a tensor too large for memory). Each cell's time and peak memory so far are
 printed, so the heavy cells show up too. Run it on the CPU with ``ICL_DEVICE=cpu`` to keep a GPU free; it exits
 with status 1 if any cell failed other than by an assertion.
 """
