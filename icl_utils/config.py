@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 MODES = ("quick", "full")
-# Values computed at once by the loops that work through many prompts a chunk at a time (64 MB in float32): large
-# enough to keep a GPU busy, small enough that full mode's largest batches never materialize whole.
+#: Values computed at once by the loops that work through many prompts a chunk at a time (64 MB in float32):
+#: enough to keep a GPU busy, few enough that full mode's largest batches never materialize whole.
 CHUNK_ELEMENTS = 2**24
 T = TypeVar("T")
 
