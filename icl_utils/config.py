@@ -22,6 +22,11 @@ CHUNK_ELEMENTS = 2**24
 T = TypeVar("T")
 
 
+def prompts_per_chunk(values_per_prompt: int) -> int:
+    """How many prompts of ``values_per_prompt`` values each fill one chunk of :data:`CHUNK_ELEMENTS` (at least one)."""
+    return max(1, CHUNK_ELEMENTS // max(1, values_per_prompt))
+
+
 def mode() -> str:
     """The run mode, read from ``ICL_MODE`` (default ``quick``)."""
     value = os.environ.get("ICL_MODE", "quick").strip().lower()

@@ -100,7 +100,7 @@ def discrete_posterior_mean(prompt: Prompt, pool: Tensor, noise_var: float) -> T
     noise_var = checks.nonnegative_float("noise_var", noise_var, strict=True)
     x, y, xq = prompt.x.double(), prompt.y.double(), prompt.x_query.double()
     # The residuals of every pool member on every context point, (B, n, M), a chunk of prompts at a time.
-    chunk = max(1, config.CHUNK_ELEMENTS // max(1, prompt.n_context * len(pool)))
+    chunk = config.prompts_per_chunk(prompt.n_context * len(pool))
     sse = torch.cat([(y[i : i + chunk, :, None] - x[i : i + chunk] @ pool.T).square().sum(1)
                      for i in range(0, prompt.batch_size, chunk)])
     log_lik = -sse / (2 * noise_var)  # (B, M)

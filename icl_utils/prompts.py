@@ -103,6 +103,12 @@ class Prompt:
         """The prompts selected by ``index`` along the batch dimension (a slice, indices or a boolean mask)."""
         return Prompt(self.x[index], self.y[index], self.x_query[index], self.y_query[index])
 
+    def split(self, size: int) -> "list[Prompt]":
+        """The batch in consecutive pieces of ``size`` prompts (the last one may be smaller), as ``torch.split``."""
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ValueError(f"size must be an int >= 1, got {size!r}")
+        return [self.take(slice(start, start + size)) for start in range(0, self.batch_size, size)]
+
     @staticmethod
     def cat(prompts: "list[Prompt]") -> "Prompt":
         """The batches ``prompts`` one after the other (they must share ``n``, ``d``, dtype and device)."""

@@ -57,13 +57,9 @@ def model_errors(model: nn.Module, prompt: Prompt, chunk_size: int = 4096) -> Te
     was_training = model.training
     model.eval()
     try:
-        out = []
-        for start in range(0, prompt.batch_size, chunk_size):
-            part = prompt.take(slice(start, start + chunk_size))
-            out.append(squared_errors(model(part), part))
+        return torch.cat([squared_errors(model(part), part) for part in prompt.split(chunk_size)])
     finally:
         model.train(was_training)
-    return torch.cat(out, dim=0)
 
 
 def mean_and_band(errors: Tensor, z: float = 1.96) -> tuple[Tensor, Tensor]:

@@ -539,9 +539,8 @@ def fit_attention_ridge(
     with torch.no_grad():
         # The context's features (n_tasks x n x m values) are summarized a chunk of prompts at a time: chapter 3's
         # full mode would otherwise hold 16384 x 1024 x 128 of them (8.6 GB), twice.
-        chunk = max(1, config.CHUNK_ELEMENTS // (n * model.gamma.shape[0]))
-        parts = [prompt.take(slice(start, start + chunk)) for start in range(0, n_tasks, chunk)]
-        a = torch.cat([model.context_summary(part) for part in parts]).double()
+        chunk = config.prompts_per_chunk(n * model.gamma.shape[0])
+        a = torch.cat([model.context_summary(part) for part in prompt.split(chunk)]).double()
         f = model.features(prompt.x_query).double()
         y = prompt.y_query.double()
         m = a.shape[1]

@@ -16,6 +16,16 @@ def test_prompt_shapes_and_tokens(gen):
     assert torch.equal(tok[:, -1, :3], p.x_query)
 
 
+def test_split_gives_consecutive_pieces_that_cat_back(gen):
+    p = LinearRegression(dim=2).sample(7, 4, gen)
+    parts = p.split(3)
+    assert [q.batch_size for q in parts] == [3, 3, 1]
+    assert torch.equal(parts[1].x, p.x[3:6]) and torch.equal(parts[2].y_query, p.y_query[6:])
+    joined = Prompt.cat(parts)
+    assert all(torch.equal(getattr(joined, f), getattr(p, f)) for f in ("x", "y", "x_query", "y_query"))
+    assert len(p.split(100)) == 1
+
+
 def test_prefix_makes_point_k_the_query(gen):
     p = LinearRegression(dim=2).sample(3, 6, gen)
     q = p.prefix(2)

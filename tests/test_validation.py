@@ -89,6 +89,7 @@ CASES = {
         torch.zeros(2, 3, 1))),
     "joining prompts of two lengths": (ValueError, "must share n, d", lambda: Prompt.cat([prompt(n=3), prompt(n=4)])),
     "joining nothing": (TypeError, "non-empty list of icl_utils.Prompt", lambda: Prompt.cat([])),
+    "splitting into pieces of 0": (ValueError, "size must be an int >= 1", lambda: prompt().split(0)),
     "bool as an int": (TypeError, "steps must be an int", lambda: checks.positive_int("steps", True)),
     "infinite float": (ValueError, "lr must be > 0 and finite", lambda: checks.nonnegative_float(
         "lr", float("inf"), strict=True)),

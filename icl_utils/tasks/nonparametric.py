@@ -167,7 +167,7 @@ class NonparametricTasks:
         weights = weights.to(dev, torch.float32)
         # Labelled a chunk of prompts at a time: a pool of 65,536 prompts of 129 points on 256 basis functions
         # (chapter 1's full mode) would otherwise hold 8.7 GB of basis-function values at once.
-        chunk = max(1, config.CHUNK_ELEMENTS // ((n + 1) * self.n_basis))
+        chunk = config.prompts_per_chunk((n + 1) * self.n_basis)
         ys = torch.cat([torch.einsum("bnj,bj->bn", self.features(xs[i : i + chunk]), weights[i : i + chunk])
                         for i in range(0, batch, chunk)])
         if self.noise_std > 0:
