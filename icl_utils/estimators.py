@@ -98,13 +98,12 @@ def discrete_posterior_mean(prompt: Prompt, pool: Tensor, noise_var: float) -> T
         raise ValueError("pool must be finite")
     pool = pool.to(prompt.x.device, torch.float64)
     noise_var = checks.nonnegative_float("noise_var", noise_var, strict=True)
-    x, y, xq = prompt.x.double(), prompt.y.double(), prompt.x_query.double()
     # The residuals of every pool member on every context point, (B, n, M), a chunk of prompts at a time.
     chunk = config.prompts_per_chunk(prompt.n_context * len(pool))
-    sse = torch.cat([(y[i : i + chunk, :, None] - x[i : i + chunk] @ pool.T).square().sum(1)
-                     for i in range(0, prompt.batch_size, chunk)])
+    sse = torch.cat([(part.y.double()[:, :, None] - part.x.double() @ pool.T).square().sum(1)
+                     for part in prompt.split(chunk)])
     log_lik = -sse / (2 * noise_var)  # (B, M)
-    return (torch.softmax(log_lik, dim=1) * (xq @ pool.T)).sum(1).to(prompt.x.dtype)
+    return (torch.softmax(log_lik, dim=1) * (prompt.x_query.double() @ pool.T)).sum(1).to(prompt.x.dtype)
 
 
 def one_step_gd(prompt: Prompt, lr: float) -> Tensor:
