@@ -421,6 +421,10 @@ def gradient_descent(
     small-step limit) on an exact or fixed-sample loss. ``record(theta)`` returns the quantities to keep, every
     ``record_every`` steps and at the end. ``hook(step, theta, loss)``, if given, runs after every step and may change
     ``theta`` in place (chapter 2's birth-death and perturbation). Returns the final parameters and the history.
+
+    The losses stay on the device and are checked at each record: a NaN or infinite loss raises a
+    ``FloatingPointError`` naming the first such step, without a host sync at every step (one per record, or per
+    step when a ``hook`` needs the loss as a number).
     """
     if not callable(loss_fn):
         raise TypeError("loss_fn must be callable on the parameter tensor")
@@ -436,11 +440,31 @@ def gradient_descent(
     record_every = checks.positive_int("record_every", record_every)
     if hook is not None and not callable(hook):
         raise TypeError("hook must be callable as hook(step, theta, loss)")
-    record = record if record is not None else (lambda theta: {"loss": loss_fn(theta)})
+
+    def evaluate(theta: Tensor) -> Tensor:
+        loss = loss_fn(theta)
+        if not isinstance(loss, Tensor) or loss.ndim != 0:
+            shape = f" of shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else ""
+            raise TypeError(f"loss_fn must return a scalar tensor, got a {type(loss).__name__}{shape}")
+        return loss
+
+    record = record if record is not None else (lambda theta: {"loss": evaluate(theta)})
     theta = init.detach().clone().requires_grad_(True)
     kept_steps, kept = [], {}
+    losses = torch.empty(steps, dtype=init.dtype, device=init.device)
+    checked = 0
+
+    def check_finite(upto: int) -> None:
+        nonlocal checked
+        window = losses[checked:upto]
+        bad = (~torch.isfinite(window)).nonzero()
+        if len(bad):
+            first = checked + int(bad[0, 0])
+            raise FloatingPointError(f"loss became {losses[first].item()} at step {first}; lower lr")
+        checked = upto
 
     def keep(step: int) -> None:
+        check_finite(step)
         with torch.no_grad():
             for name, value in record(theta).items():
                 kept.setdefault(name, []).append(value.detach().cpu().numpy().copy())
@@ -449,14 +473,19 @@ def gradient_descent(
     for step in tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False):
         if step % record_every == 0:
             keep(step)
-        loss = loss_fn(theta)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss became {loss.item()} at step {step}; lower lr")
-        (grad,) = torch.autograd.grad(loss, theta)
+        try:
+            loss = evaluate(theta)
+            (grad,) = torch.autograd.grad(loss, theta)
+        except RuntimeError:  # e.g. a factorization that fails on parameters made non-finite by a diverged step
+            check_finite(step)
+            raise
         with torch.no_grad():
+            losses[step] = loss.detach()
             theta -= lr * grad
             if hook is not None:
-                hook(step, theta, loss.item())
+                value = loss.item()
+                check_finite(step + 1)
+                hook(step, theta, value)
     keep(steps)
     history = GDHistory(steps=np.asarray(kept_steps), records={k: np.stack(v) for k, v in kept.items()})
     return theta.detach(), history

@@ -85,3 +85,24 @@ def test_gradient_descent_on_a_quadratic():
     with pytest.raises(FloatingPointError, match="step"):
         gradient_descent(lambda t: (t * 1e200).square().sum() * 1e200, torch.ones(1, dtype=torch.float64),
                          steps=5, lr=1.0, progress=False)
+
+
+@pytest.mark.parametrize("record_every", [1, 7, 1000])
+def test_gradient_descent_names_the_first_diverged_step_however_rarely_it_records(record_every):
+    # lr = 1.5 on t^2 doubles |t| every step: the loss 4^k overflows float64 first at k = 512 (4^512 = 2^1024),
+    # while t = 2^k is still finite. The check runs at records only, and must still name step 512.
+    with pytest.raises(FloatingPointError, match="inf at step 512"):
+        gradient_descent(lambda t: t.square().sum(), torch.ones(1, dtype=torch.float64), steps=600, lr=1.5,
+                         record_every=record_every, progress=False)
+
+
+def test_gradient_descent_reports_divergence_behind_a_failed_factorization():
+    # A loss that factorizes a matrix of the parameters: once they are NaN, the Cholesky raises before the next
+    # record; the user must still learn that the loss diverged, and where.
+    def loss(t):
+        chol = torch.linalg.cholesky(torch.diag(1 + t.square()))
+        return t.square().sum() * 1e300 * chol.diagonal().sum()
+
+    with pytest.raises(FloatingPointError, match="at step 0"):
+        gradient_descent(loss, torch.full((2,), 1e10, dtype=torch.float64), steps=50, lr=1.0, record_every=100,
+                         progress=False)

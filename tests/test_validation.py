@@ -13,7 +13,7 @@ from icl_utils.prompts import Prompt
 from icl_utils.tasks import LinearRegression
 from icl_utils.tasks.discrete import DiscreteFeatures
 from icl_utils.tasks.single_index import SingleIndexTasks, projection_mass
-from icl_utils.train import Curriculum, train, train_ensemble
+from icl_utils.train import Curriculum, gradient_descent, train, train_ensemble
 
 G = torch.Generator().manual_seed(0)
 
@@ -88,6 +88,8 @@ CASES = {
     "estimator given a tensor": (TypeError, "prompt must be an icl_utils.Prompt", lambda: kernel_ridge(
         torch.zeros(2, 3, 1))),
     "joining prompts of two lengths": (ValueError, "must share n, d", lambda: Prompt.cat([prompt(n=3), prompt(n=4)])),
+    "loss that is not a scalar": (TypeError, "loss_fn must return a scalar tensor", lambda: gradient_descent(
+        lambda t: t.square(), torch.ones(2), steps=1, lr=0.1, progress=False)),
     "joining nothing": (TypeError, "non-empty list of icl_utils.Prompt", lambda: Prompt.cat([])),
     "splitting into pieces of 0": (ValueError, "size must be an int >= 1", lambda: prompt().split(0)),
     "bool as an int": (TypeError, "steps must be an int", lambda: checks.positive_int("steps", True)),
