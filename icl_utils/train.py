@@ -451,16 +451,12 @@ def gradient_descent(
     record = record if record is not None else (lambda theta: {"loss": evaluate(theta)})
     theta = init.detach().clone().requires_grad_(True)
     kept_steps, kept = [], {}
-    losses = torch.empty(steps, dtype=init.dtype, device=init.device)
+    losses = torch.empty(steps, 1, dtype=init.dtype, device=init.device)
     checked = 0
 
     def check_finite(upto: int) -> None:
         nonlocal checked
-        window = losses[checked:upto]
-        bad = (~torch.isfinite(window)).nonzero()
-        if len(bad):
-            first = checked + int(bad[0, 0])
-            raise FloatingPointError(f"loss became {losses[first].item()} at step {first}; lower lr")
+        _stop_if_not_finite(losses[checked:upto], first_step=checked)
         checked = upto
 
     def keep(step: int) -> None:

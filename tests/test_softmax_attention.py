@@ -91,7 +91,7 @@ def test_gradient_descent_on_a_quadratic():
 def test_gradient_descent_names_the_first_diverged_step_however_rarely_it_records(record_every):
     # lr = 1.5 on t^2 doubles |t| every step: the loss 4^k overflows float64 first at k = 512 (4^512 = 2^1024),
     # while t = 2^k is still finite. The check runs at records only, and must still name step 512.
-    with pytest.raises(FloatingPointError, match="inf at step 512"):
+    with pytest.raises(FloatingPointError, match=r"\[inf\] at step 512"):
         gradient_descent(lambda t: t.square().sum(), torch.ones(1, dtype=torch.float64), steps=600, lr=1.5,
                          record_every=record_every, progress=False)
 
