@@ -211,7 +211,7 @@ def two_layer_network(
     def net(x: Tensor) -> Tensor:
         return (torch.relu(x @ w.transpose(1, 2) + b[:, None, :]) * a[:, None, :]).sum(-1)
 
-    optimizer = torch.optim.Adam([w, b, a], lr=lr)
+    optimizer = torch.optim.Adam([w, b, a], lr=lr, fused=True)
     with torch.enable_grad():
         for _ in range(steps):
             loss = (net(prompt.x) - prompt.y).square().mean(1).sum()

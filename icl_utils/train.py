@@ -239,7 +239,7 @@ def _optimize(
         lr_now = torch.tensor(lr * factor(0), device=dev)
         step_fn = _GraphedStep(params, loss_fn, lr_now)
     else:
-        optimizer = torch.optim.Adam(params, lr=lr)
+        optimizer = torch.optim.Adam(params, lr=lr, fused=True)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
         def step_fn(prompt: Prompt) -> Tensor:
