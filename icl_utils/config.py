@@ -49,9 +49,7 @@ def keep_freed_memory() -> bool:
         return False
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # the C library this process already runs on
-    if mallopt is None:
-        return False
+    mallopt = ctypes.CDLL(None).mallopt  # glibc's, which this process already runs on
     m_trim_threshold, m_mmap_max = -1, -4  # from glibc's malloc.h
     return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 2**31 - 1))
 
