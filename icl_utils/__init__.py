@@ -6,19 +6,8 @@ returns), :mod:`~icl_utils.tasks` (task families), :mod:`~icl_utils.estimators` 
 (ICL risk on sampled prompts) and :mod:`~icl_utils.plotting` (the house style).
 """
 
-from icl_utils.config import (
-    by_mode,
-    describe,
-    get_device,
-    is_full,
-    keep_freed_memory,
-    make_generator,
-    mode,
-    seed_everything,
-)
+from icl_utils.config import by_mode, describe, get_device, is_full, make_generator, mode, seed_everything
 from icl_utils.prompts import Prompt
-
-keep_freed_memory()  # on Linux: torch's CPU tensors reuse freed memory instead of faulting in new pages (see there)
 
 __all__ = [
     "Prompt",
@@ -26,7 +15,6 @@ __all__ = [
     "describe",
     "get_device",
     "is_full",
-    "keep_freed_memory",
     "make_generator",
     "mode",
     "seed_everything",

@@ -4,15 +4,11 @@
   (the papers' sizes, meant for a GPU). Any other value is an error.
 * ``ICL_DEVICE``: overrides the device (``cpu``, ``cuda``, ``cuda:1``, ...). Without it the device is CUDA
   when available, else the CPU.
-* ``ICL_MALLOC``: ``system`` leaves the C library's memory allocator as it is; by default, on Linux, importing
-  :mod:`icl_utils` applies :func:`keep_freed_memory`.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
-import platform
 import random
 from typing import TypeVar
 
@@ -29,29 +25,6 @@ T = TypeVar("T")
 def prompts_per_chunk(values_per_prompt: int) -> int:
     """How many prompts of ``values_per_prompt`` values each fill one chunk of :data:`CHUNK_ELEMENTS` (at least one)."""
     return max(1, CHUNK_ELEMENTS // max(1, values_per_prompt))
-
-
-def keep_freed_memory() -> bool:
-    """Make glibc's ``malloc`` keep the memory that torch frees, for the next tensor, instead of returning it to the
-    kernel. Returns True where it applied (Linux with glibc, ``ICL_MALLOC`` not ``system``).
-
-    By default glibc serves every block above a threshold (128 KB, raised as blocks are freed, at most 32 MB) with a
-    fresh ``mmap`` and unmaps it when freed, and trims the heap's free top. The next tensor of that size then
-    touches new pages, and the kernel zeroes each one on its first write (a page fault per 4 KB): on the CPU the
-    book's tensors of megabytes spend more time in those faults than in arithmetic. Measured on the 2-core CI
-    machine: chapter 1's Fourier features of a training batch (192 prompts x 33 points x 128 functions) 5.4 ms
-    without this and 1.4 ms with it; a (2048, 512, 32) feature map of chapter 3, 59 ms and 27 ms. The price is a
-    higher resident set, since freed memory stays with the process (chapter 1 in quick mode peaks at 1.9 GB
-    instead of 1.2 GB). This is ``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=2147483647`` in the environment,
-    applied from inside the process so that a notebook's kernel gets it too.
-    """
-    if os.environ.get("ICL_MALLOC", "").strip().lower() == "system":
-        return False
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    mallopt = ctypes.CDLL(None).mallopt  # glibc's, which this process already runs on
-    m_trim_threshold, m_mmap_max = -1, -4  # from glibc's malloc.h
-    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 2**31 - 1))
 
 
 def mode() -> str:

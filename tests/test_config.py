@@ -48,22 +48,3 @@ def test_seed_everything_is_reproducible(monkeypatch):
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     with pytest.raises(TypeError, match="seed"):
         config.seed_everything(1.5)
-
-
-def test_freed_memory_is_reused():
-    """After ``import icl_utils`` (which applies keep_freed_memory) a freed 64 MB tensor's pages serve the next one:
-    with glibc's defaults the second tensor is a fresh mmap and faults in all 16,384 of its 4 KB pages."""
-    if not config.keep_freed_memory():
-        pytest.skip("needs Linux with glibc")
-    import resource
-
-    torch.empty(2**24).fill_(1.0)  # allocated, written and freed
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    torch.empty(2**24).fill_(2.0)
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-    assert faults < 1000, faults
-
-
-def test_malloc_can_be_left_alone(monkeypatch):
-    monkeypatch.setenv("ICL_MALLOC", "system")
-    assert config.keep_freed_memory() is False
