@@ -1,15 +1,34 @@
 """Shared code of the executable book *Learning theory of in-context learning*.
 
-Modules: :mod:`~icl_utils.config` (mode, device, seeds), :mod:`~icl_utils.prompts` (the Prompt every sampler
-returns), :mod:`~icl_utils.tasks` (task families), :mod:`~icl_utils.estimators` (prompt-only baselines),
-:mod:`~icl_utils.models` (transformers), :mod:`~icl_utils.train` (the training loop), :mod:`~icl_utils.risk`
-(ICL risk on sampled prompts) and :mod:`~icl_utils.plotting` (the house style).
+One job per module; each imports only the ones above it in this list (``tests/test_layering.py`` checks it):
+
+==========================  ==========================================================================
+``config``                  quick/full mode, device, seeds, chunk size
+``prompts``                 ``Prompt`` (context, query), the ``TaskFamily`` protocol, ``squared_errors``
+``checks``                  the argument checks every public function uses
+``estimators``              prompt-only learners: ``Prompt -> (B,)`` predictions
+``tasks/``                  task families, one module each, sampling prompts on the generator's device
+``models/``                 modules that read prompts (GPT, linear attention, feature attention and its
+                            two-stage fit)
+``gd``                      full-batch gradient descent over named tensors
+``dynamics/``               population objectives that the theory runs gradient descent on
+``train``                   ``TrainConfig``, the Adam loop (one step, CUDA graph around it), ensembles
+``risk``                    Monte Carlo ICL risk: errors at every prefix, bands, slopes
+``exact``                   closed-form risks and optimal steps
+``plotting``                the house style and every recurring or multi-panel figure
+==========================  ==========================================================================
+
+Every length counts context examples, ``n``, without the query.
 """
 
 from icl_utils.config import by_mode, describe, get_device, is_full, make_generator, mode, seed_everything
 from icl_utils.prompts import Prompt
 
+LAYERS = ("config", "prompts", "checks", "estimators", "tasks", "models", "gd", "dynamics", "train", "risk",
+          "exact", "plotting")
+
 __all__ = [
+    "LAYERS",
     "Prompt",
     "by_mode",
     "describe",

@@ -1,4 +1,6 @@
-"""Argument checks shared by the package: each raises a ValueError or TypeError that names the argument."""
+"""Argument checks shared by the package: each raises a ValueError or TypeError that names the argument.
+
+Public functions check their arguments once, on entry, with these helpers; internal code trusts them."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import warnings
 
 import torch
 from torch import Tensor
+
+from icl_utils.prompts import Prompt
 
 
 def positive_int(name: str, value: object, minimum: int = 1) -> int:
@@ -107,6 +111,31 @@ def same_device(a: torch.device | str, b: torch.device | str) -> bool:
         return dev
 
     return resolved(a) == resolved(b)
+
+
+def prompt(value: object, name: str = "prompt") -> Prompt:
+    """An :class:`icl_utils.prompts.Prompt`."""
+    if not isinstance(value, Prompt):
+        raise TypeError(f"{name} must be an icl_utils.Prompt, got {type(value).__name__}")
+    return value
+
+
+def task_family(value: object, name: str = "task"):
+    """An object with ``dim`` and ``sample(batch, n, generator)``: a task family, a pool, or a view of one."""
+    if not callable(getattr(value, "sample", None)) or not isinstance(getattr(value, "dim", None), int):
+        raise TypeError(f"{name} must be a task family (dim and sample(batch, n, generator)), got {type(value).__name__}")
+    return value
+
+
+def finite_losses(losses: Tensor, first_step: int) -> None:
+    """Raise a FloatingPointError if a block of recorded losses (rows are steps, the first being ``first_step``)
+    holds a NaN or an infinity, naming the first such step."""
+    finite = torch.isfinite(losses).reshape(len(losses), -1).all(dim=1) if losses.ndim > 1 else torch.isfinite(losses)
+    if not bool(finite.all()):
+        bad = int((~finite).nonzero()[0, 0])
+        raise FloatingPointError(
+            f"training loss became {losses[bad].tolist()} at step {first_step + bad}; lower lr or check the task"
+        )
 
 
 def generator(value: object) -> torch.Generator:

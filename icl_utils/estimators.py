@@ -14,12 +14,6 @@ from icl_utils import checks, config
 from icl_utils.prompts import Prompt
 
 
-def _check_prompt(prompt: object) -> Prompt:
-    if not isinstance(prompt, Prompt):
-        raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
-    return prompt
-
-
 def _predict_linear(prompt: Prompt, w: Tensor) -> Tensor:
     """``<w, x_query>`` for float64 weights ``w`` of shape ``(B, d)``, in the prompt's dtype."""
     return (w * prompt.x_query.double()).sum(-1).to(prompt.x.dtype)
@@ -27,7 +21,7 @@ def _predict_linear(prompt: Prompt, w: Tensor) -> Tensor:
 
 def least_squares(prompt: Prompt) -> Tensor:
     """Minimum-norm least squares: ``w = X^+ y`` (the interpolant of least norm when ``n < d``)."""
-    prompt = _check_prompt(prompt)
+    prompt = checks.prompt(prompt)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     x = prompt.x.double()
@@ -37,7 +31,7 @@ def least_squares(prompt: Prompt) -> Tensor:
 
 def ridge(prompt: Prompt, lam: float) -> Tensor:
     """Ridge regression ``w = (X^T X + lam I)^{-1} X^T y`` (the penalty is on the sum, not the mean, of losses)."""
-    prompt = _check_prompt(prompt)
+    prompt = checks.prompt(prompt)
     lam = checks.nonnegative_float("lam", lam, strict=True)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
@@ -57,7 +51,7 @@ def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tenso
     With ``noise_var = 0`` the inverse becomes a pseudo-inverse: the noiseless limit, which for ``Psi = I`` is
     minimum-norm least squares.
     """
-    prompt = _check_prompt(prompt)
+    prompt = checks.prompt(prompt)
     noise_var = checks.nonnegative_float("noise_var", noise_var)
     dev = prompt.x.device
     mean = checks.vector("prior_mean", prior_mean, prompt.dim).to(dev)
@@ -91,7 +85,7 @@ def discrete_posterior_mean(prompt: Prompt, pool: Tensor, noise_var: float) -> T
     and the noise is Gaussian with variance ``noise_var``: the pool members are weighted by their likelihood on the
     context, ``p_m ∝ exp(-||y - X w_m||^2 / (2 sigma^2))``, and the prediction is ``sum_m p_m <w_m, x_query>``.
     Raventós et al. (2023) call it dMMSE: the optimum for the pretraining pool, a poor guess on a new task."""
-    prompt = _check_prompt(prompt)
+    prompt = checks.prompt(prompt)
     if not isinstance(pool, Tensor) or pool.ndim != 2 or pool.shape[0] < 1 or pool.shape[1] != prompt.dim:
         raise ValueError(f"pool must be a tensor of shape (M, {prompt.dim}) with M >= 1 candidate weight vectors")
     if not torch.isfinite(pool).all():
@@ -108,25 +102,12 @@ def discrete_posterior_mean(prompt: Prompt, pool: Tensor, noise_var: float) -> T
 
 def one_step_gd(prompt: Prompt, lr: float) -> Tensor:
     """One gradient step from ``w = 0`` on ``(1/2n) sum_i (y_i - <w, x_i>)^2``: ``w = (lr / n) X^T y``."""
-    prompt = _check_prompt(prompt)
+    prompt = checks.prompt(prompt)
     lr = checks.nonnegative_float("lr", lr)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     w = lr * (prompt.x.double() * prompt.y.double()[..., None]).mean(1)
     return _predict_linear(prompt, w)
-
-
-def optimal_gd_lr(n: int, dim: int, noise_var: float, prior_var: float = 1.0) -> float:
-    """The step size minimizing the risk of :func:`one_step_gd` for ``x ~ N(0, I)``, ``w ~ N(0, prior_var I)``.
-
-    The risk is ``prior_var d (lr^2 (n+d+1)/n - 2 lr + 1) + lr^2 noise_var d / n`` (Wishart moments), minimized at
-    ``lr = prior_var n / (prior_var (n+d+1) + noise_var)``.
-    """
-    n = checks.positive_int("n", n)
-    dim = checks.positive_int("dim", dim)
-    noise_var = checks.nonnegative_float("noise_var", noise_var)
-    prior_var = checks.nonnegative_float("prior_var", prior_var, strict=True)
-    return prior_var * n / (prior_var * (n + dim + 1) + noise_var)
 
 
 def averaging(prompt: Prompt) -> Tensor:
@@ -136,7 +117,7 @@ def averaging(prompt: Prompt) -> Tensor:
 
 def nearest_neighbours(prompt: Prompt, k: int = 3) -> Tensor:
     """The mean label of the ``k`` context inputs nearest to the query (all of them when ``n < k``)."""
-    prompt = _check_prompt(prompt)
+    prompt = checks.prompt(prompt)
     k = checks.positive_int("k", k)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
@@ -156,7 +137,7 @@ def kernel_ridge(
     bandwidths is tuned together with the penalty. For each pair ``(h, lam)`` the leave-one-out residuals have the
     closed form ``alpha_i / [(K + lam I)^{-1}]_ii``; each prompt uses the pair with the smallest leave-one-out error.
     """
-    prompt = _check_prompt(prompt)
+    prompt = checks.prompt(prompt)
     if not lams or any(checks.nonnegative_float("lams", lam, strict=True) <= 0 for lam in lams):
         raise ValueError("lams must be a non-empty sequence of positive penalties")
     if bandwidth is None:
@@ -194,7 +175,7 @@ def two_layer_network(
     mean squared error plus ``weight_decay`` times the squared weights; first-layer rows start uniform on the
     sphere, the output layer at zero. Returns the prediction at each query.
     """
-    prompt = _check_prompt(prompt)
+    prompt = checks.prompt(prompt)
     width = checks.positive_int("width", width)
     steps = checks.positive_int("steps", steps)
     lr = checks.nonnegative_float("lr", lr, strict=True)

@@ -10,11 +10,18 @@ A batch of ``B`` prompts, each with ``n`` context examples in ``d`` dimensions a
 The same prompt also reads as one sequence of ``n + 1`` labelled points, the query last. ``prefix(k)`` keeps the
 first ``k`` points as context and makes point ``k`` the query, which is how an "error against the number of
 in-context examples" curve is computed for an estimator. ``tokens()`` is the interleaved form a transformer reads.
+
+Every length in the package counts context examples, ``n``, never the query: samplers, training
+(:class:`icl_utils.train.TrainConfig`) and model sizes (:class:`icl_utils.models.GPTConfig`) alike.
+
+A *task family* (:class:`TaskFamily`) has a dimension ``dim`` and ``sample(batch, n, generator)``, which returns
+a :class:`Prompt` on the generator's device.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -71,6 +78,12 @@ class Prompt:
     def dim(self) -> int:
         return self.x.shape[2]
 
+    @classmethod
+    def from_points(cls, xs: Tensor, ys: Tensor) -> "Prompt":
+        """The prompt whose ``n + 1`` labelled points are ``xs`` ``(B, n+1, d)`` and ``ys`` ``(B, n+1)``, the last
+        one the query: how every sampler builds its prompts."""
+        return cls(x=xs[:, :-1], y=ys[:, :-1], x_query=xs[:, -1], y_query=ys[:, -1])
+
     def points(self) -> tuple[Tensor, Tensor]:
         """The prompt as ``n + 1`` labelled points, query last: ``(B, n+1, d)`` inputs and ``(B, n+1)`` labels."""
         xs = torch.cat([self.x, self.x_query[:, None, :]], dim=1)
@@ -118,3 +131,27 @@ class Prompt:
         if len(shapes) > 1:
             raise ValueError(f"prompts must share n, d, dtype and device to be joined, got {sorted(map(str, shapes))}")
         return Prompt(*(torch.cat([getattr(p, f) for p in prompts]) for f in ("x", "y", "x_query", "y_query")))
+
+
+@runtime_checkable
+class TaskFamily(Protocol):
+    """What training and risk estimation ask of a task family: its input dimension and a sampler of prompts.
+    :class:`~icl_utils.tasks.linear.LinearRegression` also takes ``active_dims`` for a curriculum."""
+
+    dim: int
+
+    def sample(self, batch: int, n: int, generator: torch.Generator) -> Prompt: ...
+
+
+def squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
+    """Squared errors of predictions on ``prompt``: at every point for ``(B, n+1)`` predictions (a causal
+    transformer predicts each label from the points before it), at the query for ``(B,)`` predictions. Computed in
+    the wider of the two dtypes; any other shape is a ValueError."""
+    if not isinstance(preds, Tensor):
+        raise TypeError(f"predictions must be a torch.Tensor, got {type(preds).__name__}")
+    every, query = (prompt.batch_size, prompt.n_context + 1), (prompt.batch_size,)
+    if tuple(preds.shape) not in (every, query):
+        raise ValueError(f"predictions must have shape {query} (the query) or {every} (every point), "
+                         f"got {tuple(preds.shape)}")
+    targets = prompt.points()[1] if preds.ndim == 2 else prompt.y_query
+    return (preds.to(torch.promote_types(preds.dtype, targets.dtype)) - targets).square()

@@ -17,15 +17,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from icl_utils import checks
+from icl_utils.models.base import evaluating
 from icl_utils.prompts import Prompt
 
 
 @dataclass(frozen=True)
 class GPTConfig:
-    """Size of the transformer. ``n_points`` is the longest prompt it reads, counting the query."""
+    """Size of the transformer. ``n_context`` is the most context examples a prompt it reads may hold."""
 
     n_dims: int
-    n_points: int
+    n_context: int
     n_embd: int = 64
     n_layer: int = 4
     n_head: int = 4
@@ -33,7 +34,8 @@ class GPTConfig:
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("n_dims", "n_points", "n_embd", "n_layer", "n_head"):
+        checks.positive_int("n_context", self.n_context, minimum=0)
+        for name in ("n_dims", "n_embd", "n_layer", "n_head"):
             checks.positive_int(name, getattr(self, name))
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
@@ -94,7 +96,7 @@ class ICLTransformer(nn.Module):
             raise TypeError(f"cfg must be a GPTConfig, got {type(cfg).__name__}")
         self.cfg = cfg
         self.read_in = nn.Linear(cfg.n_dims + 1, cfg.n_embd)
-        self.pos = nn.Embedding(2 * cfg.n_points - 1, cfg.n_embd)
+        self.pos = nn.Embedding(2 * cfg.n_context + 1, cfg.n_embd)  # x and y tokens of n examples, and the query
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd)
@@ -112,14 +114,11 @@ class ICLTransformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, prompt: Prompt) -> Tensor:
-        if not isinstance(prompt, Prompt):
-            raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
+        prompt = checks.prompt(prompt)
         if prompt.dim != self.cfg.n_dims:
             raise ValueError(f"prompt has dimension {prompt.dim}, but the model reads n_dims={self.cfg.n_dims}")
-        if prompt.n_context + 1 > self.cfg.n_points:
-            raise ValueError(
-                f"prompt has {prompt.n_context + 1} points with its query, more than n_points={self.cfg.n_points}"
-            )
+        if prompt.n_context > self.cfg.n_context:
+            raise ValueError(f"prompt has {prompt.n_context} examples, more than n_context={self.cfg.n_context}")
         checks.prompt_fits(prompt.x, self)
         tokens = prompt.tokens()
         h = self.read_in(tokens) + self.pos.weight[: tokens.shape[1]]
@@ -130,9 +129,6 @@ class ICLTransformer(nn.Module):
 
     @torch.no_grad()
     def predict(self, prompt: Prompt) -> Tensor:
-        """The prediction at the query alone, shape ``(B,)``: usable wherever an estimator is."""
-        was_training = self.training
-        self.eval()
-        out = self(prompt)[:, -1]
-        self.train(was_training)
-        return out
+        """The prediction at the query alone, shape ``(B,)``, in eval mode: usable wherever an estimator is."""
+        with evaluating(self):
+            return self(prompt)[:, -1]

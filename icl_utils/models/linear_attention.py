@@ -18,25 +18,21 @@ maps a :class:`~icl_utils.prompts.Prompt` to its prediction at the query, shape 
 
 :func:`ltb_from_gd_beta` writes a GD-beta model as an LTB (Lemma 5.1), and :func:`gd_beta_from_ltb` reads the
 GD-beta model off an LTB's weights.
-
-Linear attention on learned features, ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)`` (:class:`AttentionOnFeatures`):
-:class:`FeatureAttention` (one ReLU layer, chapter 3) and :class:`MLPAttention` (an MLP, chapter 1).
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from icl_utils import checks
+from icl_utils.models.base import QueryModel
 from icl_utils.prompts import Prompt
 
 
 def token_matrix(prompt: Prompt) -> Tensor:
     """The token matrices (3.1) of a batch of prompts, shape ``(B, d+1, n+1)``."""
-    if not isinstance(prompt, Prompt):
-        raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
+    prompt = checks.prompt(prompt)
     x = torch.cat([prompt.x, prompt.x_query[:, None, :]], dim=1)
     y = torch.cat([prompt.y, torch.zeros_like(prompt.y_query)[:, None]], dim=1)
     return torch.cat([x, y[..., None]], dim=2).transpose(1, 2)
@@ -47,28 +43,6 @@ def attention_mask(n: int, dtype: torch.dtype = torch.float32, device: torch.dev
     n = checks.positive_int("n", n)
     # Built from device ops alone (no element assignment), so it can be recorded inside a CUDA graph.
     return torch.diag((torch.arange(n + 1, device=device) < n).to(dtype))
-
-
-class QueryModel(nn.Module):
-    """What the models of this module share: a prompt check and ``predict`` (no gradient, query only)."""
-
-    def __init__(self, dim: int):
-        super().__init__()
-        self.dim = checks.positive_int("dim", dim)
-
-    def _check(self, prompt: object) -> Prompt:
-        if not isinstance(prompt, Prompt):
-            raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
-        if prompt.dim != self.dim:
-            raise ValueError(f"prompt has dimension {prompt.dim}, but the model reads dim={self.dim}")
-        if prompt.n_context < 1:
-            raise ValueError("prompt must have at least one context example")
-        checks.prompt_fits(prompt.x, self)
-        return prompt
-
-    @torch.no_grad()
-    def predict(self, prompt: Prompt) -> Tensor:
-        return self(prompt)
 
 
 def _param(shape: tuple[int, ...], std: float) -> nn.Parameter:
@@ -221,84 +195,3 @@ def gd_beta_from_ltb(model: LTB) -> GDBeta:
     u = (model.W_P.cpu() @ model.W_V.cpu()).T @ c_full
     b = (model.W_K.T.cpu() @ model.W_Q.cpu())[:, :d]
     return GDBeta(d, beta0=c_full[:d], gamma=(u[d] * b[:d]).T)
-
-
-class AttentionOnFeatures(QueryModel):
-    """Linear attention on a feature map ``f``: ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)``. Subclasses define
-    ``features`` and the parameter ``gamma``; the prediction is linear in ``Gamma`` (so that Gamma can be fitted
-    by ridge regression, :func:`icl_utils.train.fit_attention_ridge`)."""
-
-    def features(self, x: Tensor) -> Tensor:
-        raise NotImplementedError
-
-    def context_summary(self, prompt: Prompt) -> Tensor:
-        """``(1/n) sum_i y_i f(x_i)``, shape ``(B, m)``: what the attention reads from the context."""
-        # A (1, n) x (n, m) product per prompt: no (B, n, m) temporary for y_i f(x_i) (7x faster on the CPU for
-        # chapter 3's test prompts, 2048 x 512 x 32).
-        return (prompt.y[:, None, :] @ self.features(prompt.x))[:, 0] / prompt.n_context
-
-    def forward(self, prompt: Prompt) -> Tensor:
-        prompt = self._check(prompt)
-        return ((self.context_summary(prompt) @ self.gamma) * self.features(prompt.x_query)).sum(-1)
-
-
-class FeatureAttention(AttentionOnFeatures):
-    """ReLU features feeding linear attention (chapter 3):
-    ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)`` with ``f(x) = ReLU(W x + b)`` of width ``m``.
-
-    The initialization of Oko et al. (2024): rows of ``W`` uniform on the unit sphere, ``b = 0``, and ``Gamma``
-    diagonal with random signs, times ``gamma_scale`` (default ``1/m``). The scale does not change the direction of
-    the first gradient step's correlation term, but it keeps the initial prediction small, so that the step is not
-    swamped by terms that couple each neuron to all the others (at scale 1 the step's share of weight in the hidden
-    subspace drops from about 0.85 to 0.4-0.8 at d = 8-12; measured in the chapter 3 notes).
-    """
-
-    def __init__(
-        self, dim: int, width: int, generator: torch.Generator | None = None, gamma_scale: float | None = None
-    ):
-        super().__init__(dim)
-        width = checks.positive_int("width", width)
-        gamma_scale = 1.0 / width if gamma_scale is None else checks.nonnegative_float("gamma_scale", gamma_scale)
-        g = generator if generator is not None else torch.Generator().manual_seed(0)
-        if not isinstance(g, torch.Generator) or g.device.type != "cpu":
-            raise TypeError("generator must be a CPU torch.Generator (parameters are drawn on the CPU)")
-        w = torch.randn(width, dim, generator=g)
-        self.W = nn.Parameter(w / w.norm(dim=1, keepdim=True))
-        self.b = nn.Parameter(torch.zeros(width))
-        signs = torch.randint(0, 2, (width,), generator=g) * 2.0 - 1.0
-        self.gamma = nn.Parameter(gamma_scale * torch.diag(signs))
-
-    def features(self, x: Tensor) -> Tensor:
-        # One fused matmul-plus-bias and an in-place ReLU (autograd allows it: the linear map's backward does not
-        # need its output): two passes over the (B, n, m) features instead of three, 2x faster on the CPU.
-        return F.relu(F.linear(x, self.W, self.b), inplace=True)
-
-
-class MLPAttention(AttentionOnFeatures):
-    """A deep feature map feeding linear attention (chapter 1): ``phi`` is an MLP ``R^d -> R^N`` (``depth`` hidden
-    layers of width ``hidden``, GELU), and the prediction is ``(1/n) sum_i y_i phi(x_i)^T Gamma phi(x_query)``.
-    ``Gamma`` starts at ``I / N``; the MLP has PyTorch's default initialization (seeded by the caller), except that
-    the first layer's weights are multiplied by ``input_scale`` and its biases drawn from
-    ``U[-input_scale, input_scale]``: on inputs in ``[0, 1]`` the default gives features too smooth to learn the
-    higher harmonics of a Fourier basis (chapter 1's notes measured a loss stuck at 0.20 with scale 1, 0.078 with
-    scale 10)."""
-
-    def __init__(self, dim: int, n_features: int, *, hidden: int = 64, depth: int = 2, input_scale: float = 1.0):
-        super().__init__(dim)
-        n_features = checks.positive_int("n_features", n_features)
-        hidden = checks.positive_int("hidden", hidden)
-        depth = checks.positive_int("depth", depth)
-        layers: list[nn.Module] = []
-        width = dim
-        for _ in range(depth):
-            layers += [nn.Linear(width, hidden), nn.GELU()]
-            width = hidden
-        input_scale = checks.nonnegative_float("input_scale", input_scale, strict=True)
-        self.phi = nn.Sequential(*layers, nn.Linear(width, n_features))
-        with torch.no_grad():
-            self.phi[0].weight.mul_(input_scale)
-            self.phi[0].bias.uniform_(-input_scale, input_scale)
-        self.gamma = nn.Parameter(torch.eye(n_features) / n_features)
-
-    def features(self, x: Tensor) -> Tensor:
-        return self.phi(x)

@@ -52,20 +52,18 @@ class DiscreteFeatures:
     def n_features(self) -> int:
         return self.probs.numel()
 
-    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
-        """``batch`` prompts of ``n`` examples and a query on the generator's device (``active_dims`` unsupported)."""
-        batch, n, generator = checks.sample_sizes(batch, n, generator)
-        if active_dims is not None:
-            raise ValueError("active_dims is not defined for discrete features; pass None")
+    def sample(self, batch: int, n: int, generator: torch.Generator) -> Prompt:
+        """``batch`` prompts of ``n`` examples and a query on the generator's device."""
         prompt, _ = self.sample_with_labels(batch, n, generator)
         return prompt
 
     def sample_with_labels(self, batch: int, n: int, generator: torch.Generator) -> tuple[Prompt, Tensor]:
         """Prompts and the feature index of every point, shape ``(batch, n + 1)`` (the query last)."""
+        batch, n, generator = checks.sample_sizes(batch, n, generator)
         dev = generator.device
         idx = torch.multinomial(self.probs.to(dev, torch.float32), batch * (n + 1), replacement=True,
                                 generator=generator).view(batch, n + 1)
         xs = self.features.to(dev, torch.float32).T[idx]
         w = torch.randn(batch, self.dim, generator=generator, device=dev)
         ys = torch.einsum("bnd,bd->bn", xs, w)
-        return Prompt(x=xs[:, :n], y=ys[:, :n], x_query=xs[:, n], y_query=ys[:, n]), idx
+        return Prompt.from_points(xs, ys), idx

@@ -92,15 +92,13 @@ class TeacherFeatures:
         generator = checks.generator(generator)
         return torch.randn(count, self.dim, generator=generator, device=generator.device)
 
-    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
+    def sample(self, batch: int, n: int, generator: torch.Generator) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query, each with its own ``v ~ N(0, I_k)``."""
         batch, n, generator = checks.sample_sizes(batch, n, generator)
-        if active_dims is not None:
-            raise ValueError("TeacherFeatures has no curriculum over dimensions (active_dims must be None)")
         dev = generator.device
         v = torch.randn(batch, self.k, generator=generator, device=dev)
         xs = torch.randn(batch, n + 1, self.dim, generator=generator, device=dev)
         ys = (self.features(xs) * v[:, None, :]).sum(-1)
         if self.noise_std > 0:
             ys = ys + self.noise_std * torch.randn(ys.shape, generator=generator, device=dev)
-        return Prompt(x=xs[:, :n], y=ys[:, :n], x_query=xs[:, n], y_query=ys[:, n])
+        return Prompt.from_points(xs, ys)

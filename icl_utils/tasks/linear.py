@@ -100,7 +100,7 @@ class LinearRegression:
         ys = torch.einsum("bnd,bd->bn", xs, weights)
         if self.noise_std > 0:
             ys = ys + self.noise_std * torch.randn(ys.shape, generator=generator, device=dev)
-        return Prompt(x=xs[:, :n], y=ys[:, :n], x_query=xs[:, n], y_query=ys[:, n])
+        return Prompt.from_points(xs, ys)
 
     def posterior_mean(self, prompt: Prompt) -> Tensor:
         """The Bayes-optimal prediction at the query for this prior: the posterior mean of ``<w, x_query>``."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -86,7 +86,9 @@ def _bspline_indices(dim: int, count: int, order: int) -> list[tuple[int, tuple[
 @dataclass(frozen=True)
 class NonparametricTasks:
     """Tasks ``F = sum_{j <= n_basis} beta_j f_j`` with ``beta_j ~ N(0, j^(-2s-1))`` on inputs uniform in
-    ``[0, 1]^dim``; see the module docstring for the bases. ``order`` is the B-spline order ``m``."""
+    ``[0, 1]^dim``; see the module docstring for the bases. ``order`` is the B-spline order ``m``. With
+    ``noiseless_query`` the query's label is ``F(x_query)`` itself, so that a squared error is the excess risk (the
+    risk above the noise level) without the noise's Monte Carlo variance: :meth:`noiseless` gives that view."""
 
     dim: int
     smoothness: float
@@ -94,6 +96,7 @@ class NonparametricTasks:
     n_basis: int = 64
     order: int = 2
     noise_std: float = 0.1
+    noiseless_query: bool = False
     _index: list = field(default=None, init=False, repr=False, compare=False)
     _fourier_table: Tensor = field(default=None, init=False, repr=False, compare=False)
     _fourier_count: int = field(default=0, init=False, repr=False, compare=False)
@@ -106,6 +109,8 @@ class NonparametricTasks:
         count = checks.positive_int("n_basis", self.n_basis)
         order = checks.positive_int("order", self.order, minimum=0)
         checks.nonnegative_float("noise_std", self.noise_std)
+        if not isinstance(self.noiseless_query, bool):
+            raise TypeError(f"noiseless_query must be True or False, got {self.noiseless_query!r}")
         index = _fourier_indices(dim, count) if self.basis == "fourier" else _bspline_indices(dim, count, order)
         object.__setattr__(self, "_index", index)
         if self.basis == "fourier":
@@ -118,10 +123,23 @@ class NonparametricTasks:
     def noise_var(self) -> float:
         return self.noise_std**2
 
+    def noiseless(self) -> "NonparametricTasks":
+        """The same tasks with noiseless query labels (contexts stay noisy)."""
+        return replace(self, noiseless_query=True)
+
     def prior_var(self) -> Tensor:
         """The variances ``j^(-2s-1)`` of the coefficients, float64, shape ``(n_basis,)``."""
         j = torch.arange(1, self.n_basis + 1, dtype=torch.float64)
         return j ** (-2 * self.smoothness - 1)
+
+    def coefficients(self, batch: int, generator: torch.Generator) -> Tensor:
+        """``batch`` coefficient vectors ``beta ~ N(0, diag(prior_var))`` drawn on the generator's device, float32,
+        shape ``(batch, n_basis)``: the tasks that :meth:`sample` draws when no ``weights`` are given."""
+        batch = checks.positive_int("batch", batch)
+        checks.generator(generator)
+        dev = generator.device
+        std = self.prior_var().sqrt().to(dev, torch.float32)
+        return torch.randn(batch, self.n_basis, generator=generator, device=dev) * std
 
     def features(self, x: Tensor) -> Tensor:
         """The basis functions at ``x`` (shape ``(..., dim)``): shape ``(..., n_basis)``."""
@@ -132,8 +150,7 @@ class NonparametricTasks:
             index = self._fourier_table.to(x.device)  # (N, d): row of e_{j_k}(x_k) in the table below
             table = _trig_table(x, self._fourier_count).reshape(-1, self.dim * self._fourier_count)
             # Row gathers from a contiguous (d J, P) table are contiguous copies, far faster than gathers along the
-            # last axis or from the transposed view; index_select beats the same gather written table[rows]
-            # (512 prompts of 33 points, N = 128, d = 4, one CPU thread: 11.5 ms from the view, 4.5 ms now).
+            # last axis or from the transposed view (see the performance appendix).
             table = table.T.contiguous()
             out = table.index_select(0, index[:, 0])
             for k in range(1, self.dim):
@@ -146,36 +163,28 @@ class NonparametricTasks:
             ]
         return torch.stack(cols, dim=-1)
 
-    def sample(
-        self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None,
-        weights: Tensor | None = None, noiseless_query: bool = False,
-    ) -> Prompt:
+    def sample(self, batch: int, n: int, generator: torch.Generator, weights: Tensor | None = None) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query on the generator's device; ``weights`` (shape
-        ``(batch, n_basis)``) fixes the coefficients instead of drawing them from the prior. With
-        ``noiseless_query`` the query's label is ``F(x_query)`` itself, so that a squared error is the excess risk
-        (the risk above the noise level) without the noise's Monte Carlo variance."""
+        ``(batch, n_basis)``) fixes the coefficients instead of drawing them from the prior."""
         batch, n, generator = checks.sample_sizes(batch, n, generator)
-        if active_dims is not None:
-            raise ValueError("NonparametricTasks has no curriculum over dimensions (active_dims must be None)")
         dev = generator.device
         if weights is None:
-            std = self.prior_var().sqrt().to(dev, torch.float32)
-            weights = torch.randn(batch, self.n_basis, generator=generator, device=dev) * std
+            weights = self.coefficients(batch, generator)
         elif not isinstance(weights, Tensor) or tuple(weights.shape) != (batch, self.n_basis):
             raise ValueError(f"weights must be a tensor of shape ({batch}, {self.n_basis})")
         xs = torch.rand(batch, n + 1, self.dim, generator=generator, device=dev)
         weights = weights.to(dev, torch.float32)
-        # Labelled a chunk of prompts at a time: a pool of 65,536 prompts of 129 points on 256 basis functions
-        # (chapter 1's full mode) would otherwise hold 8.7 GB of basis-function values at once.
+        # Labelled a chunk of prompts at a time, so that the basis-function values of a large pool never
+        # materialize at once.
         chunk = config.prompts_per_chunk((n + 1) * self.n_basis)
         ys = torch.cat([torch.einsum("bnj,bj->bn", self.features(xs[i : i + chunk]), weights[i : i + chunk])
                         for i in range(0, batch, chunk)])
         if self.noise_std > 0:
             noise = self.noise_std * torch.randn(ys.shape, generator=generator, device=dev)
-            if noiseless_query:
+            if self.noiseless_query:
                 noise[:, n] = 0
             ys = ys + noise
-        return Prompt(x=xs[:, :n], y=ys[:, :n], x_query=xs[:, n], y_query=ys[:, n])
+        return Prompt.from_points(xs, ys)
 
     def feature_prompt(self, prompt: Prompt) -> Prompt:
         """The same prompt with every input replaced by its basis functions: a linear-regression prompt."""
@@ -187,19 +196,3 @@ class NonparametricTasks:
         var = self.prior_var()
         return bayes_linear_regression(self.feature_prompt(prompt), torch.zeros_like(var), torch.diag(var),
                                        self.noise_var)
-
-
-@dataclass(frozen=True)
-class NoiselessQueries:
-    """A view of a task family whose query labels are noiseless, ``y_q = F(x_q)``, so that the squared error of a
-    prediction is its excess risk (the risk above the noise level) without the noise's Monte Carlo variance; for
-    example ``query_risk(predict, NoiselessQueries(task), ...)``."""
-
-    task: NonparametricTasks
-
-    @property
-    def dim(self) -> int:
-        return self.task.dim
-
-    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
-        return self.task.sample(batch, n, generator, active_dims=active_dims, noiseless_query=True)

@@ -26,8 +26,7 @@ class PromptPool:
     prompts: Prompt
 
     def __post_init__(self) -> None:
-        if not isinstance(self.prompts, Prompt):
-            raise TypeError(f"prompts must be an icl_utils.Prompt, got {type(self.prompts).__name__}")
+        checks.prompt(self.prompts, "prompts")
 
     def __len__(self) -> int:
         """``T``, the number of prompts in the pool."""
@@ -37,14 +36,12 @@ class PromptPool:
     def dim(self) -> int:
         return self.prompts.dim
 
-    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
+    def sample(self, batch: int, n: int, generator: torch.Generator) -> Prompt:
         """``batch`` prompts of the pool, drawn uniformly with replacement; ``n`` must be the pool's context length
         (the argument is there so that a pool can stand in for a task family)."""
         batch, n, generator = checks.sample_sizes(batch, n, generator)
         if n != self.prompts.n_context:
             raise ValueError(f"the pool's prompts have n={self.prompts.n_context} examples, asked for n={n}")
-        if active_dims is not None:
-            raise ValueError("PromptPool has no curriculum over dimensions (active_dims must be None)")
         p = self.prompts
         if not checks.same_device(generator.device, p.x.device):
             raise ValueError(f"the generator samples on {generator.device} but the pool lives on {p.x.device}")

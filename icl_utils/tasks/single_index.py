@@ -85,11 +85,9 @@ class SingleIndexTasks:
         he = hermite(z, self.max_degree)[..., self.min_degree :]
         return (he * coeffs.view(coeffs.shape[0], *([1] * (z.ndim - 1)), -1)).sum(-1)
 
-    def sample(self, batch: int, n: int, generator: torch.Generator, active_dims: int | None = None) -> Prompt:
+    def sample(self, batch: int, n: int, generator: torch.Generator) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query from new tasks, on the generator's device."""
         batch, n, generator = checks.sample_sizes(batch, n, generator)
-        if active_dims is not None:
-            raise ValueError("single-index tasks have no curriculum; active_dims must be None")
         dev = generator.device
         beta = self.sample_directions(batch, generator)
         coeffs = self.sample_links(batch, generator)
@@ -97,7 +95,7 @@ class SingleIndexTasks:
         ys = self.link(torch.einsum("bnd,bd->bn", xs, beta), coeffs)
         if self.noise_std > 0:
             ys = ys + self.noise_std * torch.randn(ys.shape, generator=generator, device=dev)
-        return Prompt(x=xs[:, :n], y=ys[:, :n], x_query=xs[:, n], y_query=ys[:, n])
+        return Prompt.from_points(xs, ys)
 
 
 def projection_mass(weights: Tensor, basis: Tensor) -> float:

@@ -1,0 +1,300 @@
+"""Closed-form risks and optimal parameters, in float64: what the experiments are measured against.
+
+* Linear regression with a Gaussian prior (chapters 0 and 4): :func:`bayes_risk`, the risk of one gradient step
+  (:func:`optimal_gd_lr`, and GD-beta's :func:`gd_beta_risk` with its optimum :func:`optimal_gd_step`, the risk
+  there :func:`best_gd_beta_risk`, its Hessian :func:`gd_beta_hessian` and gradient flow :func:`gd_beta_flow`);
+* linear attention on a feature map over nonparametric tasks (chapter 1): :class:`AttentionMoments`,
+  :func:`attention_risk` and its minimizer :func:`attention_gamma`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from icl_utils import checks
+from icl_utils.gd import GDHistory, gradient_descent
+from icl_utils.tasks.linear import LinearRegression
+from icl_utils.tasks.nonparametric import NonparametricTasks
+
+
+def optimal_gd_lr(n: int, dim: int, noise_var: float, prior_var: float = 1.0) -> float:
+    """The step size minimizing the risk of :func:`one_step_gd` for ``x ~ N(0, I)``, ``w ~ N(0, prior_var I)``.
+
+    The risk is ``prior_var d (lr^2 (n+d+1)/n - 2 lr + 1) + lr^2 noise_var d / n`` (Wishart moments), minimized at
+    ``lr = prior_var n / (prior_var (n+d+1) + noise_var)``.
+    """
+    n = checks.positive_int("n", n)
+    dim = checks.positive_int("dim", dim)
+    noise_var = checks.nonnegative_float("noise_var", noise_var)
+    prior_var = checks.nonnegative_float("prior_var", prior_var, strict=True)
+    return prior_var * n / (prior_var * (n + dim + 1) + noise_var)
+
+
+def _gaussian_task(task: object) -> tuple[Tensor, Tensor, Tensor, float]:
+    """``(beta*, Psi, H, sigma^2)`` of a Gaussian linear-regression task family, in float64."""
+    if not isinstance(task, LinearRegression):
+        raise TypeError(f"task must be a LinearRegression, got {type(task).__name__}")
+    return task.mean(), task.cov(), task.input_cov(), task.noise_var
+
+
+def gd_beta_risk(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tensor:
+    """The exact ICL risk of one GD step from ``beta0`` with matrix step ``gamma`` (chapter 4's GD-beta).
+
+    For ``beta ~ N(beta*, Psi)``, ``x ~ N(0, H)``, noise variance ``sigma^2`` and ``n`` examples, with
+    ``A = Gamma^T H Gamma`` and ``M = Psi + (beta* - beta0)(beta* - beta0)^T``, Wishart moments give::
+
+        R = sigma^2 + tr[(H - H Gamma^T H - H Gamma H + (1 + 1/n) H A H) M] + tr(A H) (tr(H M) + sigma^2) / n.
+
+    Differentiable in ``beta0`` and ``gamma`` (float64), so gradient flow on it is exact.
+    """
+    mean, psi, h, noise = _gaussian_task(task)
+    n = checks.positive_int("n", n)
+    d = mean.shape[0]
+    if not isinstance(beta0, Tensor) or tuple(beta0.shape) != (d,):
+        raise ValueError(f"beta0 must be a tensor of shape ({d},)")
+    if not isinstance(gamma, Tensor) or tuple(gamma.shape) != (d, d):
+        raise ValueError(f"gamma must be a tensor of shape ({d}, {d})")
+    beta0, gamma = beta0.double().cpu(), gamma.double().cpu()
+    shift = mean - beta0
+    m = psi + torch.outer(shift, shift)
+    a = gamma.T @ h @ gamma
+    bias = torch.trace((h - h @ gamma.T @ h - h @ gamma @ h + (1 + 1 / n) * h @ a @ h) @ m)
+    return noise + bias + torch.trace(a @ h) * (torch.trace(h @ m) + noise) / n
+
+
+def optimal_gd_step(task: object, n: int, beta0: Tensor | None = None) -> Tensor:
+    """The matrix step minimizing :func:`gd_beta_risk` for a fixed initialization (the task mean by default).
+
+    Setting the gradient in ``Gamma`` to zero gives ``Gamma H ((1 + 1/n) H M H + c H) = M H`` with
+    ``c = (tr(H M) + sigma^2) / n``; for invertible ``H``, ``Gamma = M ((1 + 1/n) H M + c I)^{-1}`` (Theorem 5.2's
+    optimum when ``beta0 = beta*``, the best GD-0 step when ``beta0 = 0``). Solved with a pseudo-inverse, so a
+    singular ``H`` or ``Psi`` is allowed.
+    """
+    mean, psi, h, noise = _gaussian_task(task)
+    n = checks.positive_int("n", n)
+    beta0 = mean if beta0 is None else checks.vector("beta0", beta0, mean.shape[0])
+    shift = mean - beta0
+    m = psi + torch.outer(shift, shift)
+    c = (torch.trace(h @ m) + noise) / n
+    return m @ h @ torch.linalg.pinv((1 + 1 / n) * h @ m @ h + c * h, hermitian=True)
+
+
+@dataclass(frozen=True)
+class AttentionMoments:
+    """The input and prior moments that fix the ICL risk of linear attention on a feature map ``phi`` over a
+    nonparametric task family (:func:`attention_risk`), computed once, in float64: ``E y^2``, ``C = B Lambda B^T``,
+    ``G = E phi phi^T`` and ``W = E[(f^T Lambda f + sigma^2) phi phi^T]``. Only ``S(n) = (1 - 1/n) C + W / n``
+    depends on the context length, so one set of moments serves a whole risk-against-``n`` curve."""
+
+    second: Tensor
+    c: Tensor
+    g: Tensor
+    w: Tensor
+
+    @classmethod
+    def of(cls, features: Callable[[Tensor], Tensor], task: object, *, prior_cov: Tensor | None = None,
+           points: int | None = None) -> AttentionMoments:
+        """Moments of ``features`` (a map from ``(K, dim)`` inputs to ``(K, N)`` features: the true basis
+        ``task.features`` or a model's ``model.features``) under ``task``'s inputs and labels, with the coefficients'
+        second moment ``prior_cov`` (default: the task's diagonal prior). Expectations over the uniform inputs use
+        ``points`` nodes: the midpoint rule in one dimension (default 4096, exact for the Fourier basis below that
+        frequency), a scrambled Sobol sequence otherwise (default 2^15)."""
+        if not isinstance(task, NonparametricTasks):
+            raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
+        if not callable(features):
+            raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
+        prior = (torch.diag(task.prior_var()) if prior_cov is None
+                 else checks.psd_matrix("prior_cov", prior_cov, task.n_basis))
+        points = checks.positive_int("points", points) if points is not None else (4096 if task.dim == 1 else 2**15)
+        if task.dim == 1:  # the midpoint rule: exact for trigonometric polynomials of degree < points
+            nodes = ((torch.arange(points, dtype=torch.float64) + 0.5) / points)[:, None]
+        else:  # a scrambled Sobol sequence (quasi-Monte Carlo), the same nodes at every call
+            nodes = torch.quasirandom.SobolEngine(task.dim, scramble=True, seed=0).draw(points, dtype=torch.float64)
+        basis = task.features(nodes)  # (K, N_true)
+        owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
+        param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
+        with torch.no_grad():
+            phi = features(nodes if param is None else nodes.to(param.device, param.dtype)).double().cpu()
+        if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
+            raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")
+        k = nodes.shape[0]
+        second = ((basis @ prior) * basis).sum(1) + task.noise_var  # E[y^2 | x]
+        b = phi.T @ basis / k
+        return cls(second.mean(), b @ prior @ b.T, phi.T @ phi / k, (phi * second[:, None]).T @ phi / k)
+
+    def s(self, n: int) -> Tensor:
+        """``E u u^T`` for ``u = (1/n) sum_i y_i phi(x_i)``."""
+        n = checks.positive_int("n", n)
+        return self.c * (1 - 1 / n) + self.w / n
+
+    def gamma(self, n: int, rtol: float = 1e-9) -> Tensor:
+        """The minimizer ``Gamma* = S^-1 C G^-1`` of the risk at ``n`` examples, computed on the directions of
+        feature space whose variance (eigenvalue of ``G``) exceeds ``rtol`` times the largest, so that redundant or
+        nearly collinear features are allowed."""
+        rtol = checks.nonnegative_float("rtol", rtol, strict=True)
+        # Solve in whitened coordinates psi = phi V D^(-1/2) (G = I there): learned features are often nearly
+        # collinear, and S^+ C G^+ is then dominated by rounding errors.
+        evals, evecs = torch.linalg.eigh(self.g)
+        keep = evals > rtol * evals.max()
+        white = evecs[:, keep] / evals[keep].sqrt()
+        return white @ torch.linalg.solve(white.T @ self.s(n) @ white, white.T @ self.c @ white) @ white.T
+
+    def risk(self, n: int, gamma: Tensor) -> Tensor:
+        """``R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S(n))``."""
+        size = self.c.shape[0]
+        if not isinstance(gamma, Tensor) or tuple(gamma.shape) != (size, size):
+            raise ValueError(f"gamma must be a tensor of shape ({size}, {size}) to match the {size} features")
+        gamma = gamma.detach().double().cpu()
+        return self.second - 2 * torch.trace(gamma @ self.c) + torch.trace(gamma @ self.g @ gamma.T @ self.s(n))
+
+
+def attention_gamma(features: Callable[[Tensor], Tensor], task: object, n: int, *, prior_cov: Tensor | None = None,
+                    points: int | None = None) -> Tensor:
+    """The ``Gamma`` that minimizes :func:`attention_risk` (see :meth:`AttentionMoments.gamma`). It is what
+    pretraining on infinitely many tasks from ``prior_cov`` (default: the task's prior) converges to for a fixed
+    feature map, and the limit of stage-2 ridge fitting as the number of prompts grows and the penalty vanishes."""
+    return AttentionMoments.of(features, task, prior_cov=prior_cov, points=points).gamma(n)
+
+
+def attention_risk(features: Callable[[Tensor], Tensor], task: object, n: int, gamma: Tensor, *,
+                   prior_cov: Tensor | None = None, points: int | None = None) -> Tensor:
+    """The exact ICL risk of linear attention on a feature map, ``E (y_q - (1/n) sum_i y_i phi(x_i)^T Gamma
+    phi(x_q))^2``, for tasks ``F = beta^T f`` of a :class:`~icl_utils.tasks.nonparametric.NonparametricTasks`.
+
+    The prediction is linear in the labels, so the risk involves ``beta`` only through ``Lambda = E beta beta^T``
+    (``prior_cov``, default the task's diagonal prior; a pool of tasks gives its second-moment matrix). With
+    ``u = (1/n) sum_i y_i phi(x_i)``, ``G = E phi phi^T``, ``B = E phi f^T``, ``C = B Lambda B^T`` and
+    ``W = E[(f^T Lambda f + sigma^2) phi phi^T]``::
+
+        E u u^T = S = (1 - 1/n) C + W / n,       R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S).
+
+    For a curve over ``n``, compute :class:`AttentionMoments` once and call its ``risk`` and ``gamma``.
+    """
+    return AttentionMoments.of(features, task, prior_cov=prior_cov, points=points).risk(n, gamma)
+
+
+def bayes_risk(
+    task: object, n: int, generator: torch.Generator, n_mc: int = 20_000, chunk_size: int = 1024
+) -> tuple[float, float]:
+    """The Bayes ICL risk ``sigma^2 + E_X tr(H Sigma_post(X))`` and its Monte Carlo standard error.
+
+    The posterior covariance ``Psi - Psi X^T (X Psi X^T + sigma^2 I)^{-1} X Psi`` does not depend on the labels or
+    on ``beta*``, so only the inputs ``X`` are sampled (``n_mc`` draws, on the CPU in float64), ``chunk_size`` at a
+    time: memory grows with ``chunk_size * n^2``, not with ``n_mc``.
+    """
+    mean, psi, h, noise = _gaussian_task(task)
+    n = checks.positive_int("n", n)
+    n_mc = checks.positive_int("n_mc", n_mc, minimum=2)
+    chunk_size = checks.positive_int("chunk_size", chunk_size)
+    checks.generator(generator)
+    d = mean.shape[0]
+    h_sqrt = checks.psd_sqrt(h)
+    solve = torch.linalg.solve if noise > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
+    total, total_sq = 0.0, 0.0
+    for start in range(0, n_mc, chunk_size):
+        draws = min(chunk_size, n_mc - start)
+        x = torch.randn(draws, n, d, generator=generator, device=generator.device).double().cpu() @ h_sqrt
+        kernel = x @ psi @ x.transpose(1, 2) + noise * torch.eye(n, dtype=torch.float64)
+        xpsi = x @ psi
+        post = psi - xpsi.transpose(1, 2) @ solve(kernel, xpsi)
+        excess = torch.einsum("ij,bji->b", h, post)
+        total, total_sq = total + excess.sum().item(), total_sq + excess.square().sum().item()
+    mean_excess = total / n_mc
+    var = max(total_sq / n_mc - mean_excess**2, 0.0) * n_mc / (n_mc - 1)
+    return noise + mean_excess, math.sqrt(var / n_mc)
+
+
+def best_attention_excess(moments: AttentionMoments, ns: object, noise_var: float):
+    """The excess ICL risk ``R(Gamma*(n)) - sigma^2`` of linear attention with the best ``Gamma`` for each context
+    length ``n`` in ``ns`` (:meth:`AttentionMoments.gamma`), from one set of moments: a numpy array of shape
+    ``(len(ns),)``. ``noise_var`` is ``sigma^2``, the label noise of the task the moments describe."""
+    import numpy as np
+
+    if not isinstance(moments, AttentionMoments):
+        raise TypeError(f"moments must be an AttentionMoments, got {type(moments).__name__}")
+    if isinstance(ns, (str, bytes)) or not hasattr(ns, "__iter__"):
+        raise TypeError(f"ns must be a sequence of context lengths, got {type(ns).__name__}")
+    ns = [checks.positive_int("ns", n) for n in ns]
+    noise_var = checks.nonnegative_float("noise_var", noise_var)
+    return np.array([moments.risk(n, moments.gamma(n)).item() - noise_var for n in ns], dtype=float)
+
+
+def empirical_and_expected_risk(model: nn.Module, pool: object, task: object) -> tuple[float, float]:
+    """A feature-attention model's ICL risk on the ``T`` prompts it was pretrained on (a
+    :class:`~icl_utils.tasks.pool.PromptPool`: the empirical risk, their mean squared error) and on new tasks of
+    ``task`` at the pool's context length (the expected risk, exact by :func:`attention_risk` with the model's own
+    ``Gamma``). Their gap measures memorization."""
+    from icl_utils.models.feature_attention import AttentionOnFeatures
+    from icl_utils.risk import model_errors
+    from icl_utils.tasks.pool import PromptPool
+
+    if not isinstance(model, AttentionOnFeatures):
+        raise TypeError(f"model must be linear attention on features (an AttentionOnFeatures), got "
+                        f"{type(model).__name__}")
+    if not isinstance(pool, PromptPool):
+        raise TypeError(f"pool must be a PromptPool, got {type(pool).__name__}")
+    empirical = model_errors(model, pool.prompts).mean().item()
+    return empirical, attention_risk(model.features, task, pool.prompts.n_context, model.gamma).item()
+
+
+def best_gd_beta_risk(task: object, n: int, beta0: Tensor | None = None) -> float:
+    """The ICL risk of GD-beta from ``beta0`` with its best step (:func:`gd_beta_risk` at :func:`optimal_gd_step`).
+
+    The default ``beta0`` is the task mean, where the risk is smallest (Theorem 5.2); ``beta0 = 0`` gives the best
+    GD-0 step, the function an optimal linear self-attention computes when the task mean is zero.
+    """
+    mean = _gaussian_task(task)[0]
+    beta0 = mean if beta0 is None else checks.vector("beta0", beta0, mean.shape[0])
+    return gd_beta_risk(task, n, beta0, optimal_gd_step(task, n, beta0)).item()
+
+
+def gd_beta_hessian(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tensor:
+    """The Hessian of :func:`gd_beta_risk` in ``(beta0, Gamma)`` at one point, shape ``(d + d^2, d + d^2)``, float64.
+
+    Coordinates are ``beta0`` first, then ``Gamma`` row by row. The risk is a polynomial of degree four and is not
+    convex: at the origin this Hessian has negative eigenvalues.
+    """
+    d = _gaussian_task(task)[0].shape[0]
+    beta0, gamma = checks.vector("beta0", beta0, d), checks.matrix("gamma", gamma, d)
+
+    def flat_risk(theta: Tensor) -> Tensor:
+        return gd_beta_risk(task, n, theta[:d], theta[d:].reshape(d, d))
+
+    return torch.autograd.functional.hessian(flat_risk, torch.cat([beta0, gamma.flatten()]))
+
+
+def gd_beta_flow(
+    task: object, n: int, init: dict[str, Tensor], *, steps: int, lr: float, record_every: int = 1,
+    progress: bool = False,
+) -> GDHistory:
+    """Small-step gradient descent (a proxy for gradient flow) on the exact GD-beta risk :func:`gd_beta_risk`.
+
+    ``init`` is ``{"beta0": (d,), "gamma": (d, d)}``; the run is :func:`icl_utils.gd.gradient_descent` with step
+    ``lr`` on both blocks. Every ``record_every`` steps it records the ``"excess risk"`` over the optimum
+    ``(beta*, Gamma*)`` of Theorem 5.2 and the ``"parameter error"``, the Euclidean distance of ``(beta0, Gamma)``
+    to that optimum.
+    """
+    mean = _gaussian_task(task)[0]
+    d = mean.shape[0]
+    if not isinstance(init, dict) or set(init) != {"beta0", "gamma"}:
+        raise ValueError('init must be a dict {"beta0": (d,) tensor, "gamma": (d, d) tensor}')
+    init = {"beta0": checks.vector("init['beta0']", init["beta0"], d),
+            "gamma": checks.matrix("init['gamma']", init["gamma"], d)}
+    gamma_star = optimal_gd_step(task, n)
+    best = gd_beta_risk(task, n, mean, gamma_star).item()
+
+    def loss(theta: dict[str, Tensor]) -> Tensor:
+        return gd_beta_risk(task, n, theta["beta0"], theta["gamma"])
+
+    def distances(theta: dict[str, Tensor]) -> dict[str, Tensor]:
+        error = (theta["beta0"] - mean).square().sum() + (theta["gamma"] - gamma_star).square().sum()
+        return {"excess risk": loss(theta) - best, "parameter error": torch.sqrt(error)}
+
+    _, history = gradient_descent(loss, init, steps=steps, lr=lr, record=distances, record_every=record_every,
+                                  progress=progress, desc="GD-beta flow")
+    return history

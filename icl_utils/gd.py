@@ -1,0 +1,137 @@
+"""Full-batch gradient descent on a population objective, the algorithm the analyses of chapters 2, 4 and 5 study.
+
+The parameters are one tensor or a dict of named tensors (particles and ``Gamma``, say), each block with its own
+step size, so that no caller flattens parameters into one vector by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from icl_utils import checks
+
+Params = Tensor | dict[str, Tensor]
+
+
+@dataclass
+class GDHistory:
+    """What :func:`gradient_descent` recorded: the steps, and one array per recorded quantity (steps first)."""
+
+    steps: np.ndarray
+    records: dict[str, np.ndarray]
+
+
+def _blocks(init: object) -> dict[str, Tensor]:
+    """The parameter blocks of ``init``, checked: one tensor (named ``""``) or a non-empty dict of tensors."""
+    blocks = init if isinstance(init, Mapping) else {"": init}
+    if not blocks:
+        raise ValueError("init must be a tensor or a non-empty dict of tensors")
+    for name, value in blocks.items():
+        label = f"init[{name!r}]" if name else "init"
+        if not isinstance(value, Tensor) or not value.is_floating_point():
+            raise TypeError(f"{label} must be a floating-point tensor, got {type(value).__name__}")
+    if len({(t.device, t.dtype) for t in blocks.values()}) > 1:
+        raise ValueError("the tensors of init must share one device and dtype")
+    return dict(blocks)
+
+
+def _step_sizes(lr: object, blocks: dict[str, Tensor]) -> dict[str, float]:
+    """One positive step size per block: ``lr`` itself, or ``lr[name]`` when ``lr`` is a dict over the blocks."""
+    if not isinstance(lr, Mapping):
+        lr = checks.nonnegative_float("lr", lr, strict=True)
+        return {name: lr for name in blocks}
+    if set(lr) != set(blocks):
+        raise ValueError(f"lr must name the same blocks as init, {sorted(blocks)}, got {sorted(lr)}")
+    return {name: checks.nonnegative_float(f"lr[{name!r}]", lr[name], strict=True) for name in blocks}
+
+
+def gradient_descent(
+    loss_fn: Callable[[Params], Tensor],
+    init: Params,
+    *,
+    steps: int,
+    lr: float | Mapping[str, float],
+    record: Callable[[Params], dict[str, Tensor]] | None = None,
+    record_every: int = 1,
+    hook: Callable[[int, Params, float], None] | None = None,
+    progress: bool = True,
+    desc: str = "gradient descent",
+) -> tuple[Params, GDHistory]:
+    """Plain gradient descent ``theta <- theta - lr * grad loss_fn(theta)``, from ``init``.
+
+    ``init`` is a tensor or a dict of named tensors; ``loss_fn``, ``record`` and ``hook`` receive the parameters in
+    the same form, and ``lr`` is one step size or a dict of them, one per block. ``record(theta)`` returns the
+    quantities to keep (default: the loss), every ``record_every`` steps and at the end. ``hook(step, theta,
+    loss)``, if given, runs after every step and may change ``theta`` in place (chapter 2's birth-death and
+    perturbation). Returns the final parameters, in the form of ``init``, and the history.
+
+    The losses stay on the device and are checked at each record: a NaN or infinite loss raises a
+    ``FloatingPointError`` naming the first such step, without a host sync at every step (one per record, or per
+    step when a ``hook`` needs the loss as a number).
+    """
+    if not callable(loss_fn):
+        raise TypeError("loss_fn must be callable on the parameters")
+    blocks = _blocks(init)
+    sizes = _step_sizes(lr, blocks)
+    steps = checks.positive_int("steps", steps)
+    record_every = checks.positive_int("record_every", record_every)
+    if record is not None and not callable(record):
+        raise TypeError("record must be callable on the parameters")
+    if hook is not None and not callable(hook):
+        raise TypeError("hook must be callable as hook(step, theta, loss)")
+    params = {name: t.detach().clone().requires_grad_(True) for name, t in blocks.items()}
+    theta = params if isinstance(init, Mapping) else params[""]
+
+    def evaluate() -> Tensor:
+        loss = loss_fn(theta)
+        if not isinstance(loss, Tensor) or loss.ndim != 0:
+            shape = f" of shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else ""
+            raise TypeError(f"loss_fn must return a scalar tensor, got a {type(loss).__name__}{shape}")
+        return loss
+
+    record = record if record is not None else (lambda _: {"loss": evaluate()})
+    first = next(iter(params.values()))
+    losses = torch.empty(steps, dtype=first.dtype, device=first.device)
+    kept_steps: list[int] = []
+    kept: dict[str, list[np.ndarray]] = {}
+    checked = 0
+
+    def check_finite(upto: int) -> None:
+        nonlocal checked
+        checks.finite_losses(losses[checked:upto], first_step=checked)
+        checked = upto
+
+    def keep(step: int) -> None:
+        check_finite(step)
+        with torch.no_grad():
+            for name, value in record(theta).items():
+                kept.setdefault(name, []).append(value.detach().cpu().numpy().copy())
+        kept_steps.append(step)
+
+    for step in tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False):
+        if step % record_every == 0:
+            keep(step)
+        try:
+            loss = evaluate()
+            grads = torch.autograd.grad(loss, list(params.values()))
+        except RuntimeError:  # e.g. a factorization that fails on parameters made non-finite by a diverged step
+            check_finite(step)
+            raise
+        with torch.no_grad():
+            losses[step] = loss.detach()
+            for (name, p), g in zip(params.items(), grads):
+                p -= sizes[name] * g
+            if hook is not None:
+                value = loss.item()
+                check_finite(step + 1)
+                hook(step, theta, value)
+    keep(steps)
+    history = GDHistory(steps=np.asarray(kept_steps), records={k: np.stack(v) for k, v in kept.items()})
+    final = {name: p.detach() for name, p in params.items()}
+    return (final if isinstance(init, Mapping) else final[""]), history

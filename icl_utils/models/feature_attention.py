@@ -1,0 +1,223 @@
+"""Linear attention on a feature map, ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)``, and its fitting recipes.
+
+* :class:`FeatureAttention`: one ReLU layer (chapter 3, Oko et al. 2024), pretrained by the paper's two stages,
+  :func:`two_stage_fit` (:func:`one_step_feature_update` on the first layer, then :func:`fit_attention_ridge` on
+  ``Gamma``);
+* :class:`MLPAttention`: an MLP feature map (chapter 1, Kim, Nakamaki and Suzuki 2024), trained end to end by
+  :func:`icl_utils.train.train`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from icl_utils import checks, config
+from icl_utils.models.base import QueryModel
+from icl_utils.prompts import Prompt, TaskFamily
+
+
+class AttentionOnFeatures(QueryModel):
+    """Linear attention on a feature map ``f``: ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)``. Subclasses define
+    ``features`` and the parameter ``gamma``; the prediction is linear in ``Gamma`` (so that Gamma can be fitted
+    by ridge regression, :func:`fit_attention_ridge`)."""
+
+    def features(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def context_summary(self, prompt: Prompt) -> Tensor:
+        """``(1/n) sum_i y_i f(x_i)``, shape ``(B, m)``: what the attention reads from the context."""
+        # A (1, n) x (n, m) product per prompt: no (B, n, m) temporary for y_i f(x_i).
+        return (prompt.y[:, None, :] @ self.features(prompt.x))[:, 0] / prompt.n_context
+
+    def forward(self, prompt: Prompt) -> Tensor:
+        prompt = self._check(prompt)
+        return ((self.context_summary(prompt) @ self.gamma) * self.features(prompt.x_query)).sum(-1)
+
+
+class FeatureAttention(AttentionOnFeatures):
+    """ReLU features feeding linear attention (chapter 3):
+    ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)`` with ``f(x) = ReLU(W x + b)`` of width ``m``.
+
+    The initialization of Oko et al. (2024): rows of ``W`` uniform on the unit sphere, ``b = 0``, and ``Gamma``
+    diagonal with random signs, times ``gamma_scale`` (default ``1/m``). The scale does not change the direction of
+    the first gradient step's correlation term, but it keeps the initial prediction small, so that the step is not
+    swamped by terms that couple each neuron to all the others (at scale 1 the step puts a smaller share of the
+    weights in the hidden subspace). :func:`two_stage_fit` pretrains it as the paper does.
+    """
+
+    def __init__(
+        self, dim: int, width: int, generator: torch.Generator | None = None, gamma_scale: float | None = None
+    ):
+        super().__init__(dim)
+        width = checks.positive_int("width", width)
+        gamma_scale = 1.0 / width if gamma_scale is None else checks.nonnegative_float("gamma_scale", gamma_scale)
+        g = generator if generator is not None else torch.Generator().manual_seed(0)
+        if not isinstance(g, torch.Generator) or g.device.type != "cpu":
+            raise TypeError("generator must be a CPU torch.Generator (parameters are drawn on the CPU)")
+        w = torch.randn(width, dim, generator=g)
+        self.W = nn.Parameter(w / w.norm(dim=1, keepdim=True))
+        self.b = nn.Parameter(torch.zeros(width))
+        signs = torch.randint(0, 2, (width,), generator=g) * 2.0 - 1.0
+        self.gamma = nn.Parameter(gamma_scale * torch.diag(signs))
+
+    def features(self, x: Tensor) -> Tensor:
+        # One fused matmul-plus-bias and an in-place ReLU (autograd allows it: the linear map's backward does not
+        # need its output): two passes over the (B, n, m) features instead of three.
+        return F.relu(F.linear(x, self.W, self.b), inplace=True)
+
+
+class MLPAttention(AttentionOnFeatures):
+    """A deep feature map feeding linear attention (chapter 1): ``phi`` is an MLP ``R^d -> R^N`` (``depth`` hidden
+    layers of width ``hidden``, GELU), and the prediction is ``(1/n) sum_i y_i phi(x_i)^T Gamma phi(x_query)``.
+    ``Gamma`` starts at ``I / N``; the MLP has PyTorch's default initialization (seeded by the caller), except that
+    the first layer's weights are multiplied by ``input_scale`` and its biases drawn from
+    ``U[-input_scale, input_scale]``: on inputs in ``[0, 1]`` the default gives features too smooth to learn the
+    higher harmonics of a Fourier basis (chapter 1 uses scale 10)."""
+
+    def __init__(self, dim: int, n_features: int, *, hidden: int = 64, depth: int = 2, input_scale: float = 1.0):
+        super().__init__(dim)
+        n_features = checks.positive_int("n_features", n_features)
+        hidden = checks.positive_int("hidden", hidden)
+        depth = checks.positive_int("depth", depth)
+        layers: list[nn.Module] = []
+        width = dim
+        for _ in range(depth):
+            layers += [nn.Linear(width, hidden), nn.GELU()]
+            width = hidden
+        input_scale = checks.nonnegative_float("input_scale", input_scale, strict=True)
+        self.phi = nn.Sequential(*layers, nn.Linear(width, n_features))
+        with torch.no_grad():
+            self.phi[0].weight.mul_(input_scale)
+            self.phi[0].bias.uniform_(-input_scale, input_scale)
+        self.gamma = nn.Parameter(torch.eye(n_features) / n_features)
+
+    def features(self, x: Tensor) -> Tensor:
+        return self.phi(x)
+
+
+def one_step_feature_update(
+    model: nn.Module,
+    task: TaskFamily,
+    *,
+    n_tasks: int,
+    n: int,
+    lr: float,
+    weight_decay: float,
+    generator: torch.Generator,
+    chunk_size: int = 1024,
+) -> None:
+    """Stage 1 of Oko et al. (2024): one gradient step on the first-layer weights ``W`` of a
+    :class:`FeatureAttention`, in place,
+
+        W <- W - lr * (grad_W (1/T1) sum_t (y_q,t - f(X_t, Y_t, x_q,t))^2 + weight_decay * W),
+
+    over ``n_tasks`` fresh prompts of ``n`` examples (the gradient accumulated in chunks of prompts). With
+    ``lr * weight_decay = 1`` the initial ``W`` cancels and the step keeps the gradient alone.
+    """
+    n_tasks = checks.positive_int("n_tasks", n_tasks)
+    n = checks.positive_int("n", n)
+    lr = checks.nonnegative_float("lr", lr, strict=True)
+    weight_decay = checks.nonnegative_float("weight_decay", weight_decay)
+    chunk_size = checks.positive_int("chunk_size", chunk_size)
+    if not isinstance(model, FeatureAttention):
+        raise TypeError(f"model must be a FeatureAttention, got {type(model).__name__}")
+    checks.task_family(task)
+    checks.generator(generator)
+    grad = torch.zeros_like(model.W)
+    for start in range(0, n_tasks, chunk_size):
+        batch = min(chunk_size, n_tasks - start)
+        prompt = task.sample(batch, n, generator)
+        loss = (model(prompt) - prompt.y_query).square().sum() / n_tasks
+        (g,) = torch.autograd.grad(loss, model.W)
+        grad += g
+    with torch.no_grad():
+        model.W -= lr * (grad + weight_decay * model.W)
+
+
+def _spd_solve(gram: Tensor, ridge: float, rhs: Tensor) -> Tensor:
+    """``(gram + ridge I)^-1 rhs`` for a positive semi-definite ``gram``, by Cholesky in float64: on ``gram``'s device,
+    and on the CPU if that factorization fails (CUDA's solvers can give up on systems the CPU's LAPACK solves)."""
+    system = gram.detach().double()
+    system = (system + system.T) / 2 + ridge * torch.eye(system.shape[0], dtype=system.dtype, device=system.device)
+    for dev in dict.fromkeys([system.device, torch.device("cpu")]):
+        factor, info = torch.linalg.cholesky_ex(system.to(dev))
+        if int(info) == 0 and bool(torch.isfinite(factor).all()):
+            solution = torch.cholesky_solve(rhs.detach().double().to(dev)[:, None], factor)[:, 0]
+            return solution.to(rhs.device)
+    raise ValueError(f"the ridge system is not numerically positive definite; raise lam (got {ridge:g} after scaling)")
+
+
+def fit_attention_ridge(
+    model: nn.Module,
+    task: TaskFamily,
+    *,
+    n_tasks: int,
+    n: int,
+    lam: float,
+    generator: torch.Generator,
+) -> None:
+    """Stage 2 of Oko et al. (2024): set ``Gamma`` of a feature-attention model, in place, to the ridge solution
+
+        argmin_Gamma (1/T2) sum_t (y_q,t - a_t^T Gamma f_t)^2 + lam ||Gamma||_F^2,
+
+    with ``a_t = (1/n) sum_i y_i f(x_i)`` and ``f_t = f(x_q,t)`` over ``n_tasks`` fresh prompts. The problem is
+    ridge regression on the features ``vec(a_t f_t^T)``; it is solved in the primal (``m^2`` unknowns) or in the
+    kernel form ``K = (A A^T) * (F F^T)``, whichever system is smaller, in float64.
+    """
+    n_tasks = checks.positive_int("n_tasks", n_tasks)
+    n = checks.positive_int("n", n)
+    lam = checks.nonnegative_float("lam", lam, strict=True)
+    if not isinstance(model, AttentionOnFeatures):
+        raise TypeError(f"model must be linear attention on features (AttentionOnFeatures), got {type(model).__name__}")
+    checks.task_family(task)
+    checks.generator(generator)
+    prompt = task.sample(n_tasks, n, generator)
+    with torch.no_grad():
+        # The context's features (n_tasks x n x m values) are summarized a chunk of prompts at a time, so that
+        # they never materialize at once.
+        chunk = config.prompts_per_chunk(n * model.gamma.shape[0])
+        a = torch.cat([model.context_summary(part) for part in prompt.split(chunk)]).double()
+        f = model.features(prompt.x_query).double()
+        y = prompt.y_query.double()
+        m = a.shape[1]
+        checks.warn_if_ill_conditioned("lam", lam, (a.square().sum(1) * f.square().sum(1)).mean())
+        for name, t in (("the context summaries", a), ("the query features", f), ("the query labels", y)):
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name} of the stage-2 prompts are not finite: check the model's weights")
+        # A Gram matrix plus a ridge: symmetric positive definite, solved by Cholesky (see _spd_solve).
+        if m * m <= n_tasks:
+            phi = (a[:, :, None] * f[:, None, :]).reshape(n_tasks, m * m)
+            system, rhs = phi.T @ phi / n_tasks, phi.T @ y / n_tasks
+            gamma = _spd_solve(system, lam, rhs).reshape(m, m)
+        else:
+            alpha = _spd_solve((a @ a.T) * (f @ f.T), n_tasks * lam, y)
+            gamma = (a * alpha[:, None]).T @ f
+        model.gamma.copy_(gamma.to(model.gamma.dtype))
+
+
+def two_stage_fit(
+    model: FeatureAttention,
+    task: TaskFamily,
+    *,
+    stage1_tasks: int,
+    stage1_n: int,
+    stage2_tasks: int,
+    stage2_n: int,
+    lam: float,
+    generator: torch.Generator,
+    bias_range: float = 1.0,
+) -> None:
+    """Oko et al.'s (2024) pretraining, in place: stage 1 (:func:`one_step_feature_update` with ``lr = weight_decay
+    = 1``, so the step keeps the gradient alone) on ``stage1_tasks`` prompts of ``stage1_n`` examples; then rows of
+    ``W`` rescaled to mean length one (the step size that does so) and biases redrawn from
+    ``U[-bias_range, bias_range]``; then stage 2 (:func:`fit_attention_ridge`) on ``stage2_tasks`` prompts of
+    ``stage2_n`` examples with penalty ``lam``."""
+    bias_range = checks.nonnegative_float("bias_range", bias_range, strict=True)
+    one_step_feature_update(model, task, n_tasks=stage1_tasks, n=stage1_n, lr=1.0, weight_decay=1.0,
+                            generator=generator)
+    with torch.no_grad():
+        model.W /= model.W.norm(dim=1).mean()
+        model.b.uniform_(-bias_range, bias_range, generator=generator)
+    fit_attention_ridge(model, task, n_tasks=stage2_tasks, n=stage2_n, lam=lam, generator=generator)
