@@ -4,21 +4,22 @@ capped at a few steps.
     python benchmarks/dry_run.py notebooks/02_mean_field.md              # full mode, 30 steps per training loop
     python benchmarks/dry_run.py --steps 5 --mode full notebooks/0*.md   # several notebooks, one after the other
 
-Each code cell runs in order in one namespace, with ``steps`` of :func:`icl_utils.train.train`,
-:func:`~icl_utils.train.train_ensemble`, :func:`~icl_utils.train.gradient_descent` and
-:func:`icl_utils.models.softmax_attention.train` cut to ``--steps``, and everything else (sample sizes, widths,
-evaluation) at the mode's sizes. A cell that fails is reported and the next one runs: an ``AssertionError`` is
-expected (the chapter's claims need their training budgets), and so are errors of cells that use what a failed
-assertion did not define, or index a step past the short run's end; any other error is what this is for (a shape
-that only full mode has, a tensor too large for memory). Each cell's time and peak memory so far are
-printed, so the heavy cells show up too. Run it on the CPU with ``ICL_DEVICE=cpu`` to keep a GPU free; it exits
-with status 1 if any cell failed other than by an assertion.
+Each code cell runs in order in one namespace, with the steps of :func:`icl_utils.train.train` and
+:func:`~icl_utils.train.train_ensemble` (their :class:`~icl_utils.train.TrainConfig`'s ``steps``),
+:func:`icl_utils.gd.gradient_descent` and :func:`icl_utils.dynamics.softmax_attention.run_gradient_descent` cut to
+``--steps``, and everything else (sample sizes, widths, evaluation) at the mode's sizes. A cell that fails is
+reported and the next one runs: an ``AssertionError`` is expected (the chapter's claims need their training
+budgets), and so are errors of cells that use what a failed assertion did not define, or index a step past the short
+run's end; any other error is what this is for (a shape that only full mode has, a tensor too large for memory).
+Each cell's time and peak memory so far are printed, so the heavy cells show up too. Run it on the CPU with
+``ICL_DEVICE=cpu`` to keep a GPU free; it exits with status 1 if any cell failed other than by an assertion.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import importlib
 import os
@@ -31,32 +32,63 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-LOOPS = {"icl_utils.train": ("train", "train_ensemble", "gradient_descent"),
-         "icl_utils.models.softmax_attention": ("train",)}
+#: The training loops, by module: ``"config"`` for those that take a :class:`~icl_utils.train.TrainConfig` (the
+#: third argument, or ``config=``), ``"steps"`` for those that take ``steps=``.
+LOOPS = {"icl_utils.train": {"train": "config", "train_ensemble": "config"},
+         "icl_utils.gd": {"gradient_descent": "steps"},
+         "icl_utils.dynamics.softmax_attention": {"run_gradient_descent": "steps"}}
+
+
+def _cap_config(args: tuple, kwargs: dict, steps: int) -> tuple[tuple, dict]:
+    """The arguments of ``train(model, task, config, ...)`` with the config's steps cut to at most ``steps``."""
+    def capped(config):
+        if not dataclasses.is_dataclass(config):
+            return config  # not a TrainConfig: train itself says so
+        return dataclasses.replace(config, steps=min(config.steps, steps))
+
+    if "config" in kwargs:
+        kwargs = {**kwargs, "config": capped(kwargs["config"])}
+    elif len(args) > 2:
+        args = (*args[:2], capped(args[2]), *args[3:])
+    return args, kwargs
+
+
+_cap: int | None = None  # the steps a training loop may run inside capped_training; None outside it
 
 
 @contextlib.contextmanager
 def capped_training(steps: int):
-    """Within the block, the ``steps`` argument of every training loop in :data:`LOOPS` is cut to at most
-    ``steps``; the loops are restored after it."""
+    """Within the block, every training loop in :data:`LOOPS` runs at most ``steps`` steps (its ``steps`` argument,
+    or its config's); the loops are restored after it.
+
+    A module imported inside the block that binds a loop by name (``from icl_utils.gd import gradient_descent``)
+    keeps the wrapper after it, so the wrapper caps only while a block is open and passes through otherwise.
+    """
+    global _cap
+    modules = {name: importlib.import_module(name) for name in LOOPS}  # all first: none binds a wrapper at import
     originals = []
-    for module_name, names in LOOPS.items():
-        module = importlib.import_module(module_name)
-        for name in names:
+    for module_name, loops in LOOPS.items():
+        module = modules[module_name]
+        for name, how in loops.items():
             loop = getattr(module, name)
             originals.append((module, name, loop))
 
             @functools.wraps(loop)
-            def capped(*args, _loop=loop, **kwargs):
-                if "steps" in kwargs:
-                    kwargs["steps"] = min(kwargs["steps"], steps)
+            def capped(*args, _loop=loop, _how=how, **kwargs):
+                if _cap is not None:
+                    if _how == "config":
+                        args, kwargs = _cap_config(args, kwargs, _cap)
+                    elif "steps" in kwargs:
+                        kwargs["steps"] = min(kwargs["steps"], _cap)
                 return _loop(*args, **kwargs)
 
             setattr(module, name, capped)
+    previous, _cap = _cap, steps
     try:
         yield
     finally:
-        for module, name, loop in originals:
+        _cap = previous
+        for module, name, loop in reversed(originals):
             setattr(module, name, loop)
 
 

@@ -1,13 +1,15 @@
 """Training speed of the book's transformer against the reference in-context-learning code (Garg et al. 2022).
 
-Trains the reference configuration (GPT-2 backbone, width 256, 12 layers, 8 heads; d = 20, 41 points, batch 64,
-Adam 1e-4) for a fixed number of steps, in one run on one device, three ways:
+Trains the reference configuration (GPT-2 backbone, width 256, 12 layers, 8 heads; d = 20, prompts of 40 examples
+and a query, batch 64, Adam 1e-4) for a fixed number of steps, in one run on one device, three ways:
 
 * ``reference``: a faithful re-implementation of the reference training loop on Hugging Face's ``GPT2Model``
   (eager attention, float32, prompts sampled on the CPU and copied over, ``loss.item()`` every step, the
   point-wise loss computed every step as the reference logs it);
-* ``package, plain``: :func:`icl_utils.train.train` without its fast path (float32, no CUDA graph);
-* ``package, fast``: bfloat16 autocast, and the default on CUDA: fused Adam, the whole step in a CUDA graph.
+* ``package, plain``: :func:`icl_utils.train.train` without its fast path (``TrainConfig(cuda_graph=False)``: float32,
+  no CUDA graph);
+* ``package, fast``: ``TrainConfig(bf16=True)`` and the default on CUDA: bfloat16 autocast, fused Adam, the whole
+  step in a CUDA graph.
 
 Then it trains ``S`` small models at once with :func:`icl_utils.train.train_ensemble` (the chapters' seeds and
 sweeps) against one. Each rate is measured as ``(S2 - S1) / (t(S2) - t(S1))`` from two runs of ``S1`` and ``S2``
@@ -33,31 +35,31 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import RESULTS, environment, slug, write_json  # noqa: E402
-from icl_utils.models import GPTConfig, ICLTransformer  # noqa: E402
-from icl_utils.models.linear_attention import LTB, MLPAttention  # noqa: E402
+from icl_utils.models import LTB, GPTConfig, ICLTransformer, MLPAttention  # noqa: E402
 from icl_utils.tasks import LinearRegression  # noqa: E402
 from icl_utils.tasks.nonparametric import NonparametricTasks  # noqa: E402
-from icl_utils.train import train, train_ensemble  # noqa: E402
+from icl_utils.train import TrainConfig, train, train_ensemble  # noqa: E402
 
 CONFIGS = {
-    # Garg et al.'s configuration: standard.yaml with the final curriculum stage (all dims, all points).
-    "garg": dict(dim=20, points=41, width=256, layers=12, heads=8, batch=64, lr=1e-4, steps=(300, 900),
+    # Garg et al.'s configuration: standard.yaml with the final curriculum stage (all dims, 40 examples and a query).
+    "garg": dict(dim=20, n_context=40, width=256, layers=12, heads=8, batch=64, lr=1e-4, steps=(300, 900),
                  ensemble=64, ensemble_steps=(200, 600)),
-    "small": dict(dim=5, points=11, width=64, layers=2, heads=2, batch=16, lr=1e-4, steps=(20, 120),
+    "small": dict(dim=5, n_context=10, width=64, layers=2, heads=2, batch=16, lr=1e-4, steps=(20, 120),
                   ensemble=8, ensemble_steps=(10, 60)),
 }
 
 
 class ReferenceModel(nn.Module):
     """The reference model: read-in, Hugging Face GPT2Model, read-out at the x positions; a y token is
-    ``(y, 0, ..., 0)``."""
+    ``(y, 0, ..., 0)``. It reads sequences of ``n_context + 1`` labelled points (the reference's ``n_points``)."""
 
-    def __init__(self, dim: int, points: int, width: int, layers: int, heads: int):
+    def __init__(self, dim: int, n_context: int, width: int, layers: int, heads: int):
         super().__init__()
         from transformers import GPT2Config, GPT2Model
 
-        config = GPT2Config(n_positions=2 * points, n_embd=width, n_layer=layers, n_head=heads, resid_pdrop=0.0,
-                            embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, attn_implementation="eager")
+        config = GPT2Config(n_positions=2 * (n_context + 1), n_embd=width, n_layer=layers, n_head=heads,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
+                            attn_implementation="eager")
         self.read_in = nn.Linear(dim, width)
         self.backbone = GPT2Model(config)
         self.read_out = nn.Linear(width, 1)
@@ -73,13 +75,14 @@ class ReferenceModel(nn.Module):
 def reference_run(cfg: dict, steps: int, device: torch.device) -> float:
     """Seconds for ``steps`` steps of the reference loop (model built outside the clock)."""
     torch.manual_seed(0)
-    model = ReferenceModel(cfg["dim"], cfg["points"], cfg["width"], cfg["layers"], cfg["heads"]).to(device).train()
+    model = ReferenceModel(cfg["dim"], cfg["n_context"], cfg["width"], cfg["layers"], cfg["heads"])
+    model = model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
     sync(device)
     start = time.perf_counter()
     bar = tqdm(range(steps), file=io.StringIO())  # the reference shows the loss in its bar every step
     for _ in bar:
-        xs = torch.randn(cfg["batch"], cfg["points"], cfg["dim"])  # sampled on the CPU, as the reference does
+        xs = torch.randn(cfg["batch"], cfg["n_context"] + 1, cfg["dim"])  # on the CPU, as the reference does
         w = torch.randn(cfg["batch"], cfg["dim"], 1)
         ys = (xs @ w)[:, :, 0]
         xs, ys = xs.to(device), ys.to(device)
@@ -96,28 +99,30 @@ def reference_run(cfg: dict, steps: int, device: torch.device) -> float:
 
 
 def package_run(cfg: dict, steps: int, device: torch.device, **fast) -> float:
-    """Seconds for ``steps`` steps of :func:`icl_utils.train.train` on the book's GPT (model built outside)."""
+    """Seconds for ``steps`` steps of :func:`icl_utils.train.train` on the book's GPT (model built outside);
+    ``fast`` are the fast-path fields of the :class:`~icl_utils.train.TrainConfig` (``bf16``, ``cuda_graph``)."""
     torch.manual_seed(0)
-    model = ICLTransformer(GPTConfig(n_dims=cfg["dim"], n_points=cfg["points"], n_embd=cfg["width"],
+    model = ICLTransformer(GPTConfig(n_dims=cfg["dim"], n_context=cfg["n_context"], n_embd=cfg["width"],
                                      n_layer=cfg["layers"], n_head=cfg["heads"])).to(device)
     gen = torch.Generator(device=device).manual_seed(0)
+    config = TrainConfig(steps=steps, batch_size=cfg["batch"], n_context=cfg["n_context"], lr=cfg["lr"],
+                         log_every=100, **fast)
     sync(device)
     start = time.perf_counter()
-    train(model, LinearRegression(dim=cfg["dim"]), steps=steps, batch_size=cfg["batch"], n_points=cfg["points"],
-          generator=gen, lr=cfg["lr"], progress=False, log_every=100, **fast)
+    train(model, LinearRegression(dim=cfg["dim"]), config, generator=gen, progress=False)
     sync(device)
     return time.perf_counter() - start
 
 
-def ensemble_run(make, task, n_models: int, steps: int, batch: int, points: int, bf16: bool,
+def ensemble_run(make, task, n_models: int, steps: int, batch: int, n_context: int, bf16: bool,
                  device: torch.device) -> float:
     torch.manual_seed(0)
     models = [make().to(device) for _ in range(n_models)]
     gen = torch.Generator(device=device).manual_seed(0)
+    config = TrainConfig(steps=steps, batch_size=batch, n_context=n_context, lr=1e-3, bf16=bf16, log_every=100)
     sync(device)
     start = time.perf_counter()
-    train_ensemble(models, task, steps=steps, batch_size=batch, n_points=points, generator=gen, lr=1e-3, bf16=bf16,
-                   progress=False, log_every=100)
+    train_ensemble(models, task, config, generator=gen, progress=False)
     sync(device)
     return time.perf_counter() - start
 
@@ -175,17 +180,17 @@ def main(argv: list[str] | None = None) -> dict:
         record("package, fast", rate(lambda s: package_run(cfg, s, device, bf16=True), steps))
 
     n_models, e_steps = cfg["ensemble"], cfg["ensemble_steps"]
-    small_gpt = GPTConfig(n_dims=5, n_points=13, n_embd=64, n_layer=3, n_head=2)
+    small_gpt = GPTConfig(n_dims=5, n_context=12, n_embd=64, n_layer=3, n_head=2)
     fourier = NonparametricTasks(dim=4, smoothness=1.0, n_basis=128, noise_std=0.5)
     cases = {  # as the chapters train them (quick sizes): the small models in float32, the GPT in bfloat16 on a GPU
-        "LTB (chapter 4), batch 512": (lambda: LTB(5), LinearRegression(dim=5, noise_std=0.5), 512, 11, False),
+        "LTB (chapter 4), batch 512": (lambda: LTB(5), LinearRegression(dim=5, noise_std=0.5), 512, 10, False),
         "MLP+attention (chapter 1), batch 64": (lambda: MLPAttention(4, 32, hidden=64, input_scale=10.0), fourier,
-                                                64, 33, False),
-        "GPT 3x64 (chapter 0), batch 64": (lambda: ICLTransformer(small_gpt), LinearRegression(dim=5), 64, 13, True),
+                                                64, 32, False),
+        "GPT 3x64 (chapter 0), batch 64": (lambda: ICLTransformer(small_gpt), LinearRegression(dim=5), 64, 12, True),
     }
-    for name, (make, task, e_batch, points, bf16) in cases.items():
-        one = rate(lambda s: ensemble_run(make, task, 1, s, e_batch, points, bf16, device), e_steps)
-        many = rate(lambda s: ensemble_run(make, task, n_models, s, e_batch, points, bf16, device), e_steps)
+    for name, (make, task, e_batch, n_context, bf16) in cases.items():
+        one = rate(lambda s: ensemble_run(make, task, 1, s, e_batch, n_context, bf16, device), e_steps)
+        many = rate(lambda s: ensemble_run(make, task, n_models, s, e_batch, n_context, bf16, device), e_steps)
         ensembles.append({"name": name, "models": n_models, "bf16": bf16 and device.type == "cuda",
                           "steps_per_s_one": one, "steps_per_s_many": many, "time_ratio": one / many})
         print(f"{name:32s} 1 model {one:8.1f} steps/s, {n_models} models {many:8.1f} steps/s: "

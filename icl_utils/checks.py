@@ -122,8 +122,11 @@ def prompt(value: object, name: str = "prompt") -> Prompt:
 
 def task_family(value: object, name: str = "task"):
     """An object with ``dim`` and ``sample(batch, n, generator)``: a task family, a pool, or a view of one."""
-    if not callable(getattr(value, "sample", None)) or not isinstance(getattr(value, "dim", None), int):
-        raise TypeError(f"{name} must be a task family (dim and sample(batch, n, generator)), got {type(value).__name__}")
+    if not callable(getattr(value, "sample", None)):
+        raise TypeError(f"{name} must be a task family with sample(batch, n, generator), got {type(value).__name__}")
+    dim = getattr(value, "dim", None)
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"{name}.dim must be an int, got {type(dim).__name__}")
     return value
 
 
@@ -133,9 +136,22 @@ def finite_losses(losses: Tensor, first_step: int) -> None:
     finite = torch.isfinite(losses).reshape(len(losses), -1).all(dim=1) if losses.ndim > 1 else torch.isfinite(losses)
     if not bool(finite.all()):
         bad = int((~finite).nonzero()[0, 0])
+        value = losses[bad].item() if losses[bad].numel() == 1 else losses[bad].tolist()  # one model's: a number
         raise FloatingPointError(
-            f"training loss became {losses[bad].tolist()} at step {first_step + bad}; lower lr or check the task"
+            f"training loss became {value} at step {first_step + bad}; lower lr or check the task"
         )
+
+
+def boolean(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def module(name: str, value: object) -> torch.nn.Module:
+    if not isinstance(value, torch.nn.Module):
+        raise TypeError(f"{name} must be a torch.nn.Module, got {type(value).__name__}")
+    return value
 
 
 def generator(value: object) -> torch.Generator:

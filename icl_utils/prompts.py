@@ -12,7 +12,7 @@ first ``k`` points as context and makes point ``k`` the query, which is how an "
 in-context examples" curve is computed for an estimator. ``tokens()`` is the interleaved form a transformer reads.
 
 Every length in the package counts context examples, ``n``, never the query: samplers, training
-(:class:`icl_utils.train.TrainConfig`) and model sizes (:class:`icl_utils.models.GPTConfig`) alike.
+(:class:`icl_utils.train.TrainConfig`) and model sizes (:class:`icl_utils.models.gpt.GPTConfig`) alike.
 
 A *task family* (:class:`TaskFamily`) has a dimension ``dim`` and ``sample(batch, n, generator)``, which returns
 a :class:`Prompt` on the generator's device.
@@ -21,7 +21,7 @@ a :class:`Prompt` on the generator's device.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -102,8 +102,7 @@ class Prompt:
 
         An x token is ``(x, 0)`` and a y token is ``(x, y)``: the y token repeats its input, so one attention layer
         can pair every label with its input. (Garg et al. write the y token as ``(y, 0, ..., 0)``; the model must
-        then first learn to copy each input into the next token, and on this book's CPU budget training sat on a
-        plateau at the zero predictor for thousands of steps.) A causal model reads its predictions off the x
+        then first learn to copy each input into the next token, which a short training run may not get past.) A causal model reads its predictions off the x
         positions ``0, 2, ..., 2n``, which see every earlier pair but not their own label.
         """
         xs, ys = self.points()
@@ -133,7 +132,6 @@ class Prompt:
         return Prompt(*(torch.cat([getattr(p, f) for p in prompts]) for f in ("x", "y", "x_query", "y_query")))
 
 
-@runtime_checkable
 class TaskFamily(Protocol):
     """What training and risk estimation ask of a task family: its input dimension and a sampler of prompts.
     :class:`~icl_utils.tasks.linear.LinearRegression` also takes ``active_dims`` for a curriculum."""

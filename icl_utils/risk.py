@@ -51,8 +51,7 @@ def model_errors(model: nn.Module, prompt: Prompt, chunk_size: int = 4096) -> Te
     """Squared errors of a model on ``prompt`` in eval mode: ``(B, n+1)`` for a model that predicts at every point,
     ``(B,)`` for one that predicts the query. Prompts go through the model ``chunk_size`` at a time, which bounds
     the memory."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    checks.module("model", model)
     prompt = checks.prompt(prompt)
     chunk_size = checks.positive_int("chunk_size", chunk_size)
     with evaluating(model):

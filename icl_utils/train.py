@@ -40,14 +40,15 @@ class Curriculum:
 
     def __post_init__(self) -> None:
         for name, minimum in (("dims", 1), ("n_context", 0)):
-            lo, hi = getattr(self, name)
-            checks.positive_int(f"{name}[0]", lo, minimum)
-            checks.positive_int(f"{name}[1]", hi, minimum)
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)) or len(value) != 2:
+                raise TypeError(f"{name} must be a pair (start, end), got {value!r}")
+            lo, hi = checks.positive_int(f"{name}[0]", value[0], minimum), checks.positive_int(f"{name}[1]", value[1], minimum)
             if lo > hi:
                 raise ValueError(f"{name} must be (start, end) with start <= end, got {(lo, hi)}")
-        checks.positive_int("every", self.every)
-        checks.positive_int("dims_step", self.dims_step, minimum=0)
-        checks.positive_int("n_context_step", self.n_context_step, minimum=0)
+            object.__setattr__(self, name, (lo, hi))
+        for name in ("every", "dims_step", "n_context_step"):
+            object.__setattr__(self, name, checks.positive_int(name, getattr(self, name), 1 if name == "every" else 0))
 
     def at(self, step: int) -> tuple[int, int]:
         """``(active_dims, n_context)`` at training step ``step``."""
@@ -81,17 +82,19 @@ class TrainConfig:
     log_every: int = 50
 
     def __post_init__(self) -> None:
-        checks.positive_int("steps", self.steps)
-        checks.positive_int("batch_size", self.batch_size)
-        checks.positive_int("n_context", self.n_context, minimum=0)
-        checks.nonnegative_float("lr", self.lr, strict=True)
-        checks.positive_int("log_every", self.log_every)
+        def keep(name: str, value: object) -> None:  # the checked value, as a Python number
+            object.__setattr__(self, name, value)
+
+        keep("steps", checks.positive_int("steps", self.steps))
+        keep("batch_size", checks.positive_int("batch_size", self.batch_size))
+        keep("n_context", checks.positive_int("n_context", self.n_context, minimum=0))
+        keep("lr", checks.nonnegative_float("lr", self.lr, strict=True))
+        keep("log_every", checks.positive_int("log_every", self.log_every))
         if self.schedule not in ("constant", "cosine"):
             raise ValueError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}")
-        if not isinstance(self.bf16, bool):
-            raise TypeError(f"bf16 must be True or False, got {self.bf16!r}")
-        if self.cuda_graph is not None and not isinstance(self.cuda_graph, bool):
-            raise TypeError(f"cuda_graph must be True, False or None, got {self.cuda_graph!r}")
+        checks.boolean("bf16", self.bf16)
+        if self.cuda_graph is not None:
+            checks.boolean("cuda_graph", self.cuda_graph)
         if self.curriculum is not None and not isinstance(self.curriculum, Curriculum):
             raise TypeError(f"curriculum must be a Curriculum or None, got {type(self.curriculum).__name__}")
         if self.curriculum is not None and self.curriculum.n_context[1] > self.n_context:
@@ -161,13 +164,12 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
     if curriculum is not None and any("active_dims" not in inspect.signature(t.sample).parameters for t in tasks):
         raise ValueError("a curriculum needs a task whose sample takes active_dims (LinearRegression)")
     for i, model in enumerate(models):
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"model {i} must be a torch.nn.Module, got {type(model).__name__}")
+        checks.module(f"model {i}", model)
         param = next(model.parameters(), None)
         if param is None:
             raise ValueError(f"model {i} has no parameters to train")
         if param.device.type != dev.type:
-            raise ValueError(f"model is on {param.device} but the generator samples on {dev}; move one of them")
+            raise ValueError(f"model {i} is on {param.device} but the generator samples on {dev}; move one of them")
     if config.cuda_graph and dev.type != "cuda":
         raise ValueError(f"cuda_graph=True needs a CUDA device, but the generator samples on {dev}")
     graph = dev.type == "cuda" if config.cuda_graph is None else config.cuda_graph
@@ -293,8 +295,7 @@ def train(
     query for one that predicts the query (shape ``(B,)``). A non-finite loss stops with an error that names the
     first bad step. The model is left in eval mode.
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    checks.module("model", model)
     plan = _plan([model], [task], config, generator)
 
     def loss_fn(prompt: Prompt) -> Tensor:
@@ -341,6 +342,8 @@ def train_ensemble(
         ):
             raise ValueError(f"model {i} differs in architecture from model 0; an ensemble needs one architecture")
     n_models = len(models)
+    for model in models:  # stack_module_state wants one mode for all (a model trained before is in eval mode)
+        model.train()
     params, buffers = torch.func.stack_module_state(models)
     base = copy.deepcopy(models[0]).to("meta").train()
 

@@ -84,20 +84,41 @@ def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_pat
 
 
 def test_dry_run_caps_training_reports_each_cell_and_restores_what_it_changed(tmp_path, capsys):
+    """Every training loop is capped (train's TrainConfig, gradient_descent's and run_gradient_descent's steps),
+    each cell is reported, and after the run the loops are the originals again."""
+    import icl_utils.dynamics.softmax_attention as sa
+    import icl_utils.gd as gd
+    import icl_utils.train as tr
+
+    originals = (tr.train, tr.train_ensemble, gd.gradient_descent, sa.run_gradient_descent)
     header = (ROOT / "notebooks" / "05_softmax_stagewise.md").read_text().split("\n---\n")[0] + "\n---\n"
-    cells = ["import os\nimport torch\nfrom icl_utils.train import gradient_descent\nmode = os.environ.get('ICL_MODE', 'quick')\n"
+    cells = ["import os\nimport torch\nfrom icl_utils.gd import gradient_descent\n"
+             "from icl_utils.dynamics.softmax_attention import run_gradient_descent\n"
+             "from icl_utils.models import LTB\nfrom icl_utils.tasks import LinearRegression\n"
+             "from icl_utils.train import TrainConfig, train, train_ensemble\n"
+             "mode = os.environ.get('ICL_MODE', 'quick')\n"
              "_, history = gradient_descent(lambda t: t.square().sum(), torch.ones(2), steps=1000, lr=0.1, "
-             "progress=False)",
-             "assert history.steps[-1] == 1000, 'the claim needs the full budget'",
+             "progress=False)\n"
+             "config = TrainConfig(steps=200, batch_size=2, n_context=3)\n"
+             "losses = train(LTB(2), LinearRegression(dim=2), config, generator=torch.Generator(),\n"
+             "               progress=False).losses\n"
+             "ensemble = train_ensemble([LTB(2), LTB(2)], LinearRegression(dim=2), config=config, "
+             "generator=torch.Generator(), progress=False).losses\n"
+             "_, sa_history = run_gradient_descent(torch.tensor([0.5, 0.5]), 4, steps=200, lr=0.1, n_samples=8, "
+             "generator=torch.Generator(), record_every=10, progress=False)",
+             "assert history.steps[-1] == 1000 and len(losses) == len(ensemble) == sa_history.steps[-1] == 200, "
+             "'the claim needs the full budget'",
              "raise KeyError('a full-mode bug')",
-             "print(mode, history.steps[-1])"]
+             "print(mode, history.steps[-1], len(losses), len(ensemble), sa_history.steps[-1], config.steps)"]
     notebook = tmp_path / "nb.md"
     notebook.write_text(header + "".join(f"\n```{{code-cell}} ipython3\n{c}\n```\n" for c in cells))
     mode_before = os.environ.get("ICL_MODE")
     with pytest.raises(SystemExit):  # a cell failed other than by an assertion
         dry_run.main(["--steps", "30", "--mode", "full", str(notebook)])
     out = capsys.readouterr().out
-    assert "assertion: the claim needs the full budget" in out and "ERROR KeyError" in out and "full 30" in out
+    assert "assertion: the claim needs the full budget" in out and "ERROR KeyError" in out
+    assert "full 30 30 30 30 200" in out  # every loop capped; the caller's config itself is left as it was
     assert os.environ.get("ICL_MODE") == mode_before
-    records = dry_run.run_cells(notebook)  # the loops are restored: 1000 steps again
+    assert (tr.train, tr.train_ensemble, gd.gradient_descent, sa.run_gradient_descent) == originals
+    records = dry_run.run_cells(notebook)  # the loops are restored: full budgets again
     assert [r["status"][:9] for r in records] == ["ok", "ok", "ERROR Key", "ok"]

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from icl_utils import estimators as est
+from icl_utils.exact import optimal_gd_lr
 from icl_utils.risk import prefix_errors
 from icl_utils.tasks import LinearRegression
 
@@ -76,7 +77,7 @@ def test_one_step_gd_risk_and_optimal_step(gen):
     def risk(lr):  # excess risk, from the closed form in optimal_gd_lr's docstring
         return d * (lr**2 * (n + d + 1) / n - 2 * lr + 1) + lr**2 * noise_var * d / n
 
-    best = est.optimal_gd_lr(n, d, noise_var)
+    best = optimal_gd_lr(n, d, noise_var)
     for lr in (0.5 * best, best, 1.0):
         mc = (est.one_step_gd(p, lr) - p.y_query).square().mean().item() - noise_var
         assert abs(mc - risk(lr)) < 0.03 * risk(lr) + 0.01
@@ -115,7 +116,7 @@ def test_prefix_errors_shape_and_first_column(gen):
         (lambda p: est.least_squares(p.x), "prompt"),
         (lambda p: est.bayes_linear_regression(p, torch.zeros(2), torch.eye(3), 0.1), "prior_mean"),
         (lambda p: est.bayes_linear_regression(p, torch.zeros(3), -torch.eye(3), 0.1), "prior_cov"),
-        (lambda p: est.optimal_gd_lr(0, 3, 0.1), "n"),
+        (lambda p: optimal_gd_lr(0, 3, 0.1), "n"),
     ],
 )
 def test_estimators_reject_bad_arguments(gen, call, match):

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from icl_utils import risk
+from icl_utils import exact, risk
+from icl_utils.models import GPTConfig, ICLTransformer
 from icl_utils.models.linear_attention import (
     GD0,
     LSA,
@@ -97,37 +98,37 @@ def test_closed_form_gd_beta_risk_matches_monte_carlo(gen, init):
     task, n = _task(), 6
     beta0 = {"mean": task.mean(), "zero": torch.zeros(3, dtype=torch.float64), "other": torch.tensor([0.3, 1.0, -1.0])}[init]
     gamma = torch.tensor([[0.6, 0.1, 0.0], [-0.1, 0.9, 0.2], [0.0, 0.3, 0.7]], dtype=torch.float64)
-    exact = risk.gd_beta_risk(task, n, beta0, gamma).item()
+    closed_form = exact.gd_beta_risk(task, n, beta0, gamma).item()
     p = task.sample(200_000, n, gen)
     errors = (GDBeta(3, beta0=beta0, gamma=gamma).predict(p).double() - p.y_query.double()).square()
     se = errors.std().item() / len(errors) ** 0.5
-    assert abs(errors.mean().item() - exact) < 4 * se, (errors.mean().item(), exact, se)
+    assert abs(errors.mean().item() - closed_form) < 4 * se, (errors.mean().item(), closed_form, se)
 
 
 def test_optimal_gd_step_is_a_stationary_point_and_beats_perturbations():
     task, n = _task(), 8
     for beta0 in (task.mean(), torch.zeros(3, dtype=torch.float64)):
-        gamma = risk.optimal_gd_step(task, n, beta0).requires_grad_(True)
-        value = risk.gd_beta_risk(task, n, beta0, gamma)
+        gamma = exact.optimal_gd_step(task, n, beta0).requires_grad_(True)
+        value = exact.gd_beta_risk(task, n, beta0, gamma)
         (grad,) = torch.autograd.grad(value, gamma)
         assert grad.abs().max() < 1e-9
         for _ in range(5):
             other = gamma.detach() + 0.05 * torch.randn(3, 3, dtype=torch.float64)
-            assert risk.gd_beta_risk(task, n, beta0, other) > value
+            assert exact.gd_beta_risk(task, n, beta0, other) > value
     # the best initialization is the task mean: GD-beta beats GD-0 when the mean is not zero
-    best = risk.gd_beta_risk(task, n, task.mean(), risk.optimal_gd_step(task, n))
+    best = exact.gd_beta_risk(task, n, task.mean(), exact.optimal_gd_step(task, n))
     zero = torch.zeros(3, dtype=torch.float64)
-    assert best < risk.gd_beta_risk(task, n, zero, risk.optimal_gd_step(task, n, zero)) - 0.1
+    assert best < exact.gd_beta_risk(task, n, zero, exact.optimal_gd_step(task, n, zero)) - 0.1
 
 
 def test_bayes_risk_matches_posterior_mean_and_lies_below_gd_beta(gen):
     task, n = _task(), 6
-    bayes, se = risk.bayes_risk(task, n, gen, n_mc=20_000)
+    bayes, se = exact.bayes_risk(task, n, gen, n_mc=20_000)
     p = task.sample(200_000, n, gen)
     errors = (task.posterior_mean(p).double() - p.y_query.double()).square()
     mc_se = errors.std().item() / len(errors) ** 0.5
     assert abs(errors.mean().item() - bayes) < 4 * (se + mc_se)
-    assert bayes < risk.gd_beta_risk(task, n, task.mean(), risk.optimal_gd_step(task, n)).item()
+    assert bayes < exact.gd_beta_risk(task, n, task.mean(), exact.optimal_gd_step(task, n)).item()
 
 
 def test_gd_plus_plus_with_zero_curvature_is_gd0(gen):
@@ -164,11 +165,11 @@ def test_bad_arguments_raise_clear_errors(gen):
     with pytest.raises(ValueError, match="learnable_init"):
         GDBeta(3, learnable_init=False, beta0=torch.ones(3))
     with pytest.raises(ValueError, match="gamma"):
-        risk.gd_beta_risk(task, 5, torch.zeros(3), torch.eye(4))
+        exact.gd_beta_risk(task, 5, torch.zeros(3), torch.eye(4))
     with pytest.raises(ValueError, match="n"):
-        risk.optimal_gd_step(task, 0)
+        exact.optimal_gd_step(task, 0)
     with pytest.raises(TypeError, match="task"):
-        risk.bayes_risk("linear", 5, gen)
+        exact.bayes_risk("linear", 5, gen)
     with pytest.raises(ValueError, match="MLP"):
         gd_beta_from_ltb(LSA(3))
     with pytest.raises(ValueError, match="positive semi-definite"):
@@ -176,24 +177,24 @@ def test_bad_arguments_raise_clear_errors(gen):
 
 
 def test_training_gd_beta_on_sampled_prompts_reaches_the_closed_form_optimum(gen):
-    from icl_utils.train import train
+    from icl_utils.train import TrainConfig, train
 
     task, n = _task(), 6
     model = GDBeta(3)
-    hist = train(model, task, steps=400, batch_size=256, n_points=n + 1, generator=gen, lr=0.05,
-                 schedule="cosine", progress=False)
-    best = risk.gd_beta_risk(task, n, task.mean(), risk.optimal_gd_step(task, n)).item()
-    reached = risk.gd_beta_risk(task, n, model.beta0.detach(), model.gamma.detach()).item()
+    config = TrainConfig(steps=400, batch_size=256, n_context=n, lr=0.05, schedule="cosine")
+    hist = train(model, task, config, generator=gen, progress=False)
+    best = exact.gd_beta_risk(task, n, task.mean(), exact.optimal_gd_step(task, n)).item()
+    reached = exact.gd_beta_risk(task, n, model.beta0.detach(), model.gamma.detach()).item()
     assert hist.losses[:20].mean() > 2 * best  # it did have to learn
     assert reached < 1.05 * best, (reached, best)
 
 
 def test_query_risk_in_chunks_matches_the_closed_form_and_a_single_pass(gen):
     task, n = _task(), 6
-    model = GDBeta(3, beta0=task.mean(), gamma=risk.optimal_gd_step(task, n))
-    exact = risk.gd_beta_risk(task, n, task.mean(), risk.optimal_gd_step(task, n)).item()
+    model = GDBeta(3, beta0=task.mean(), gamma=exact.optimal_gd_step(task, n))
+    value = exact.gd_beta_risk(task, n, task.mean(), exact.optimal_gd_step(task, n)).item()
     mean, se = risk.query_risk(model.predict, task, n, 100_000, gen, chunk_size=8192)
-    assert abs(mean - exact) < 4 * se and 0 < se < 0.05 * exact
+    assert abs(mean - value) < 4 * se and 0 < se < 0.05 * value
     state = gen.get_state()
     one_pass, _ = risk.query_risk(model.predict, task, n, 4096, gen, chunk_size=4096)
     gen.set_state(state)
@@ -203,3 +204,53 @@ def test_query_risk_in_chunks_matches_the_closed_form_and_a_single_pass(gen):
         risk.query_risk("model", task, n, 10, gen)
     with pytest.raises(ValueError, match="n_prompts"):
         risk.query_risk(model.predict, task, n, 1, gen)
+
+
+class RowByRow:
+    """Linear-regression prompts drawn one prompt at a time, so that the stream of prompts from a seed does not
+    depend on how many are asked for at once; it counts the prompts drawn."""
+
+    dim = 2
+
+    def __init__(self):
+        self.drawn = 0
+
+    def sample(self, batch, n, generator):
+        self.drawn += batch
+        rows = [torch.randn(1, n + 1, self.dim + 1, generator=generator) for _ in range(batch)]
+        xs, w = torch.cat(rows)[..., :-1], torch.cat(rows)[:, 0, -1:]
+        return Prompt.from_points(xs, w * xs.sum(-1) + 0.1)
+
+
+@pytest.mark.parametrize("n_prompts, chunk_size", [(1000, 300), (7, 2), (5, 8)])
+def test_query_risk_uses_exactly_n_prompts_whatever_the_chunks(n_prompts, chunk_size):
+    """The last chunk holds the rest: chunks of any size give the mean and standard error of one chunk of all the
+    prompts from the same seed, drawn n_prompts in all."""
+    from icl_utils.estimators import averaging
+
+    task = RowByRow()
+    chunked = risk.query_risk(averaging, task, 3, n_prompts, torch.Generator().manual_seed(3), chunk_size=chunk_size)
+    assert task.drawn == n_prompts
+    whole = risk.query_risk(averaging, task, 3, n_prompts, torch.Generator().manual_seed(3), chunk_size=n_prompts)
+    assert task.drawn == 2 * n_prompts
+    assert chunked[0] == pytest.approx(whole[0], rel=0, abs=1e-12)
+    assert chunked[1] == pytest.approx(whole[1], rel=1e-9, abs=1e-12)
+    if n_prompts > chunk_size:  # control: whole chunks only (the old rounding down) is another mean
+        kept = n_prompts // chunk_size * chunk_size
+        rounded = risk.query_risk(averaging, task, 3, kept, torch.Generator().manual_seed(3), chunk_size=chunk_size)
+        assert abs(rounded[0] - whole[0]) > 1e-6
+
+
+def test_query_risk_needs_one_prediction_per_prompt(gen):
+    """A GPT predicts at every point, (B, n+1): query_risk wants its predict, (B,), and says so."""
+    task = LinearRegression(dim=2)
+    torch.manual_seed(0)
+    gpt = ICLTransformer(GPTConfig(n_dims=2, n_context=4, n_embd=8, n_layer=1, n_head=2))
+    with pytest.raises(ValueError, match=r"shape \(10,\), got \(10, 5\); for a GPT, pass model.predict"):
+        risk.query_risk(gpt, task, 4, 10, gen)
+    with pytest.raises(ValueError, match=r"got \(4, 1\)"):
+        risk.query_risk(lambda p: p.y_query[:, None], task, 4, 10, gen, chunk_size=4)
+    with pytest.raises(ValueError, match="got float"):
+        risk.query_risk(lambda p: 0.0, task, 4, 10, gen)
+    mean, se = risk.query_risk(gpt.predict, task, 4, 10, gen)  # the control: its predict is accepted
+    assert mean > 0 and se > 0

@@ -5,7 +5,7 @@ import warnings
 import pytest
 import torch
 
-from icl_utils.models.mean_field import (
+from icl_utils.dynamics.mean_field import (
     BirthDeathPerturbation,
     attention_loss,
     gp_perturbation,
@@ -14,7 +14,7 @@ from icl_utils.models.mean_field import (
     static_loss,
 )
 from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
-from icl_utils.train import gradient_descent
+from icl_utils.gd import gradient_descent
 
 D, K = 6, 3
 
@@ -100,14 +100,18 @@ def test_birth_death_intervenes_only_on_a_plateau():
     assert hook.events and (particles.abs() < 0.1).all(1).sum() >= 4  # half the particles reborn near 0
 
 
-def test_gradient_descent_with_per_coordinate_steps_and_a_hook():
+def test_gradient_descent_with_per_block_steps_and_a_hook():
     calls = []
-    theta, _ = gradient_descent(lambda t: (t**2).sum() / 2, torch.tensor([1.0, 1.0]), steps=3,
-                                lr=torch.tensor([0.5, 0.1]), hook=lambda s, t, loss: calls.append(s), progress=False)
-    torch.testing.assert_close(theta, torch.tensor([0.5**3, 0.9**3]))
+    theta, _ = gradient_descent(lambda t: (t["a"] ** 2 + t["b"] ** 2).sum() / 2,
+                                {"a": torch.tensor([1.0]), "b": torch.tensor([1.0])}, steps=3, lr={"a": 0.5, "b": 0.1},
+                                hook=lambda s, t, loss: calls.append(s), progress=False)
+    torch.testing.assert_close(theta["a"], torch.tensor([0.5**3]))
+    torch.testing.assert_close(theta["b"], torch.tensor([0.9**3]))
     assert calls == [0, 1, 2]
-    with pytest.raises(ValueError, match="lr must be a positive number or a positive tensor"):
-        gradient_descent(lambda t: t.sum(), torch.zeros(2), steps=1, lr=torch.ones(3), progress=False)
+    with pytest.raises(ValueError, match="lr must name the same blocks as init"):
+        gradient_descent(lambda t: t["a"].sum(), {"a": torch.zeros(2)}, steps=1, lr={"b": 1.0}, progress=False)
+    with pytest.raises(TypeError, match="lr must be a real number"):  # a per-coordinate tensor is not a step size
+        gradient_descent(lambda t: t.sum(), torch.zeros(2), steps=1, lr=torch.ones(2), progress=False)
 
 
 @pytest.mark.parametrize(

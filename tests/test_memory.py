@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = textwrap.dedent(
     """
     import json, resource, sys, torch
-    from icl_utils import risk
+    from icl_utils import exact, risk
     from icl_utils.estimators import averaging
     from icl_utils.tasks import LinearRegression
 
@@ -21,9 +21,9 @@ SCRIPT = textwrap.dedent(
     gen = torch.Generator().manual_seed(0)
     task = LinearRegression(dim=5, noise_std=0.5)
     risk.query_risk(averaging, task, 10, 2048, gen)  # warm up: allocator and kernels
-    risk.bayes_risk(task, 64, gen, n_mc=256)
+    exact.bayes_risk(task, 64, gen, n_mc=256)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    mean, se = risk.{call}
+    mean, se = {call}
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({{"mb": (after - before) / 1024, "mean": mean, "se": se}}))
     """
@@ -40,9 +40,9 @@ def peak_growth(call: str) -> dict:
     "call, unchunked_mb",
     [
         # 10^6 prompts of 11 points in R^5: the inputs alone are 220 MB in float32.
-        ("query_risk(averaging, task, 10, 1_000_000, gen, chunk_size=8192)", 220),
+        ("risk.query_risk(averaging, task, 10, 1_000_000, gen, chunk_size=8192)", 220),
         # 20,000 draws of a 64 x 64 float64 kernel: 655 MB at once.
-        ("bayes_risk(task, 64, gen, n_mc=20_000, chunk_size=512)", 655),
+        ("exact.bayes_risk(task, 64, gen, n_mc=20_000, chunk_size=512)", 655),
     ],
 )
 def test_million_prompt_risks_stay_within_a_memory_bound(call, unchunked_mb):

@@ -1,20 +1,25 @@
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
 import torch
 
-from icl_utils.models import GPTConfig, ICLTransformer
-from icl_utils.models.linear_attention import LTB, MLPAttention
+from icl_utils.models import LTB, GPTConfig, ICLTransformer, MLPAttention, evaluating
 from icl_utils.prompts import Prompt
 from icl_utils.risk import mean_and_band, model_errors
 from icl_utils.tasks import LinearRegression
-from icl_utils.train import Curriculum, TrainHistory, train, train_ensemble
+from icl_utils.tasks.single_index import SingleIndexTasks
+from icl_utils.train import Curriculum, TrainConfig, TrainHistory, train, train_ensemble
 
 
-def small_model(d=3, points=8, **kw):
+def small_model(d=3, n_context=7, **kw):
     torch.manual_seed(0)
-    return ICLTransformer(GPTConfig(n_dims=d, n_points=points, n_embd=32, n_layer=2, n_head=2, **kw))
+    return ICLTransformer(GPTConfig(n_dims=d, n_context=n_context, n_embd=32, n_layer=2, n_head=2, **kw))
+
+
+def cfg(steps=1, batch_size=2, n_context=5, **kw):
+    return TrainConfig(steps=steps, batch_size=batch_size, n_context=n_context, **kw)
 
 
 def test_forward_shape(gen):
@@ -45,30 +50,99 @@ def test_model_without_mlp_has_no_mlp_parameters():
 
 
 def test_model_rejects_prompts_it_cannot_read(gen):
-    model = small_model(d=3, points=8)
+    model = small_model(d=3, n_context=7)
     with pytest.raises(ValueError, match="n_dims"):
         model(LinearRegression(dim=4).sample(2, 3, gen))
-    with pytest.raises(ValueError, match="n_points"):
+    with pytest.raises(ValueError, match="n_context"):
         model(LinearRegression(dim=3).sample(2, 8, gen))
     with pytest.raises(ValueError, match="divisible"):
-        GPTConfig(n_dims=3, n_points=8, n_embd=30, n_head=4)
+        GPTConfig(n_dims=3, n_context=7, n_embd=30, n_head=4)
+
+
+@pytest.mark.parametrize("n", [0, 1, 6])
+def test_gpt_config_counts_context_examples(gen, n):
+    """GPTConfig(n_context=n) reads prompts of n examples (and shorter ones), one prediction per point, and
+    rejects n + 1 examples: the length counts the examples, not the query."""
+    model = small_model(d=2, n_context=n)
+    assert model.pos.num_embeddings == 2 * n + 1  # x and y tokens of n examples, and the query
+    task = LinearRegression(dim=2)
+    assert model(task.sample(3, n, gen)).shape == (3, n + 1)
+    if n > 0:
+        assert model(task.sample(3, n - 1, gen)).shape == (3, n)
+    with pytest.raises(ValueError, match=f"{n + 1} examples, more than n_context={n}"):
+        model(task.sample(3, n + 1, gen))
+    with pytest.raises(ValueError, match="n_context must be >= 0"):
+        GPTConfig(n_dims=2, n_context=-1)
 
 
 def test_curriculum_schedule():
-    cur = Curriculum(dims=(5, 20), points=(11, 41), every=2000)
-    assert cur.at(0) == (5, 11)
-    assert cur.at(1999) == (5, 11)
-    assert cur.at(2000) == (6, 13)
-    assert cur.at(10**6) == (20, 41)
+    cur = Curriculum(dims=(5, 20), n_context=(10, 40), every=2000)
+    assert cur.at(0) == (5, 10)
+    assert cur.at(1999) == (5, 10)
+    assert cur.at(2000) == (6, 12)
+    assert cur.at(10**6) == (20, 40)
+    steps = Curriculum(dims=(1, 3), n_context=(0, 9), every=3, dims_step=2, n_context_step=4)
+    assert [steps.at(t) for t in (0, 2, 3, 6, 9)] == [(1, 0), (1, 0), (3, 4), (3, 8), (3, 9)]
     with pytest.raises(ValueError, match="dims"):
-        Curriculum(dims=(5, 2), points=(1, 2), every=10)
+        Curriculum(dims=(5, 2), n_context=(1, 2), every=10)
+    with pytest.raises(ValueError, match="n_context must be"):
+        Curriculum(dims=(1, 2), n_context=(5, 2), every=10)
+    with pytest.raises(ValueError, match=r"n_context\[0\] must be >= 0"):
+        Curriculum(dims=(1, 2), n_context=(-1, 2), every=10)
+    with pytest.raises(ValueError, match="n_context_step must be >= 0"):
+        Curriculum(dims=(1, 2), n_context=(1, 2), every=10, n_context_step=-1)
+
+
+@pytest.mark.parametrize(
+    "change, error, match",
+    [
+        (dict(steps=0), ValueError, "steps must be >= 1"),
+        (dict(steps=2.5), TypeError, "steps must be an int"),
+        (dict(batch_size=0), ValueError, "batch_size must be >= 1"),
+        (dict(n_context=-1), ValueError, "n_context must be >= 0"),
+        (dict(n_context=True), TypeError, "n_context must be an int"),
+        (dict(lr=0.0), ValueError, "lr must be > 0"),
+        (dict(lr=float("nan")), ValueError, "lr must be > 0 and finite"),
+        (dict(lr="big"), TypeError, "lr must be a real number"),
+        (dict(schedule="linear"), ValueError, "schedule must be 'constant' or 'cosine'"),
+        (dict(bf16="yes"), TypeError, "bf16 must be True or False"),
+        (dict(cuda_graph="auto"), TypeError, "cuda_graph must be True, False or None"),
+        (dict(curriculum=(5, 20)), TypeError, "curriculum must be a Curriculum or None"),
+        (dict(curriculum=Curriculum(dims=(1, 2), n_context=(2, 6), every=1)), ValueError,
+         "curriculum ends at 6 examples, more than n_context=5"),
+        (dict(log_every=0), ValueError, "log_every must be >= 1"),
+    ],
+)
+def test_train_config_rejects_each_bad_field(change, error, match):
+    good = TrainConfig(steps=10, batch_size=4, n_context=5)
+    with pytest.raises(error, match=match):
+        TrainConfig(**{**dataclasses.asdict(good), "curriculum": None, **change})
+    with pytest.raises(error, match=match):  # a variant is validated too
+        dataclasses.replace(good, **change)
+
+
+def test_train_config_defaults_variants_and_schedules():
+    base = TrainConfig(steps=100, batch_size=8, n_context=10)
+    assert (base.lr, base.schedule, base.curriculum, base.bf16, base.cuda_graph, base.log_every) == (
+        1e-4, "constant", None, False, None, 50)
+    short = dataclasses.replace(base, steps=3)
+    assert short.steps == 3 and base.steps == 100 and short.n_context == 10
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        base.steps = 5
+    assert TrainConfig(steps=1, batch_size=1, n_context=0).n_context == 0  # prompts of the query alone
+    assert TrainConfig(steps=8, batch_size=1, n_context=5, curriculum=Curriculum(dims=(1, 2), n_context=(2, 5),
+                                                                                 every=1)).curriculum.at(9) == (2, 5)
+    cosine = dataclasses.replace(base, schedule="cosine")
+    assert [base.lr_factor(t) for t in (0, 50, 99)] == [1.0, 1.0, 1.0]
+    assert cosine.lr_factor(0) == pytest.approx(0.2) and cosine.lr_factor(3) == pytest.approx(0.8)  # 5-step warm-up
+    assert cosine.lr_factor(50) == pytest.approx(0.5) and cosine.lr_factor(100) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_training_reduces_the_loss(gen):
     """A few hundred steps on 2-d noiseless regression beat the trivial zero predictor by a wide margin."""
-    model = small_model(d=2, points=6)
+    model = small_model(d=2, n_context=5)
     task = LinearRegression(dim=2)
-    hist = train(model, task, steps=300, batch_size=64, n_points=6, generator=gen, lr=3e-3, progress=False)
+    hist = train(model, task, cfg(steps=300, batch_size=64, n_context=5, lr=3e-3), generator=gen, progress=False)
     assert isinstance(hist, TrainHistory) and hist.losses.shape == (300,)
     assert hist.losses[-50:].mean() < 0.6 * hist.losses[:10].mean()
     errs = model_errors(model, task.sample(2000, 5, gen))
@@ -76,44 +150,15 @@ def test_training_reduces_the_loss(gen):
     assert mean[-1] < 0.7 * mean[0] and torch.all(band > 0)
 
 
-def test_training_with_curriculum_runs_and_is_seeded():
-    def run():
-        g = torch.Generator().manual_seed(3)
-        model = small_model(d=4, points=8)
-        cur = Curriculum(dims=(2, 4), points=(4, 8), every=5)
-        return train(model, LinearRegression(dim=4), steps=20, batch_size=8, n_points=8, generator=g,
-                     curriculum=cur, progress=False).losses
-
-    assert np.array_equal(run(), run())
-
-
-def test_training_stops_on_nan(gen):
-    model = small_model(d=2, points=6)
-    with torch.no_grad():
-        model.read_out.bias.fill_(float("nan"))
-    with pytest.raises(FloatingPointError, match="step 0"):
-        train(model, LinearRegression(dim=2), steps=3, batch_size=4, n_points=6, generator=gen, progress=False)
-
-
-def test_train_rejects_bad_arguments(gen):
-    model = small_model(d=2, points=6)
-    task = LinearRegression(dim=2)
-    with pytest.raises(ValueError, match="steps"):
-        train(model, task, steps=0, batch_size=4, n_points=6, generator=gen)
-    with pytest.raises(ValueError, match="curriculum"):
-        train(model, task, steps=1, batch_size=4, n_points=6, generator=gen,
-              curriculum=Curriculum(dims=(1, 2), points=(2, 9), every=1))
-    with pytest.raises(TypeError, match="generator"):
-        train(model, task, steps=1, batch_size=4, n_points=6, generator=None)
-
-
 class Recorder:
-    """A task that records every batch it samples, so that another run can replay slices of it."""
+    """A task that records every batch it samples (and the sizes asked for), so that another run can replay slices
+    of it."""
 
     def __init__(self, task):
-        self.task, self.dim, self.prompts = task, task.dim, []
+        self.task, self.dim, self.prompts, self.sizes = task, task.dim, [], []
 
     def sample(self, batch, n, generator, active_dims=None):
+        self.sizes.append((active_dims, n))
         self.prompts.append(self.task.sample(batch, n, generator, active_dims=active_dims))
         return self.prompts[-1]
 
@@ -129,7 +174,84 @@ class Replay:
         return prompt.take(slice(self.part * batch, (self.part + 1) * batch))
 
 
-@pytest.mark.parametrize("make", [lambda s: small_model(d=3, points=6), lambda s: LTB(3)])
+def test_training_with_curriculum_follows_it_and_is_seeded():
+    cur = Curriculum(dims=(2, 4), n_context=(3, 7), every=5)
+
+    def run():
+        g = torch.Generator().manual_seed(3)
+        model = small_model(d=4, n_context=7)
+        task = Recorder(LinearRegression(dim=4))
+        losses = train(model, task, cfg(steps=20, batch_size=8, n_context=7, curriculum=cur), generator=g,
+                       progress=False).losses
+        return losses, task
+
+    (l1, task), (l2, _) = run(), run()
+    assert np.array_equal(l1, l2)
+    assert task.sizes == [cur.at(t) for t in range(20)]  # each step drew the curriculum's (dims, examples)
+    assert task.sizes[0] == (2, 3) and task.sizes[-1] == (4, 7)
+    assert torch.all(task.prompts[0].x[:, :, 2:] == 0) and not torch.all(task.prompts[-1].x[:, :, 3] == 0)
+    # without a curriculum every step draws n_context examples and passes no active_dims
+    plain = Recorder(LinearRegression(dim=4))
+    train(small_model(d=4, n_context=7), plain, cfg(steps=3, n_context=7), generator=torch.Generator(),
+          progress=False)
+    assert plain.sizes == [(None, 7)] * 3
+
+
+def test_curriculum_needs_a_task_that_takes_active_dims(gen):
+    """Only LinearRegression's sampler takes active_dims: a curriculum on another task is refused before any step,
+    for train and train_ensemble alike (the same configuration trains on LinearRegression)."""
+    config = cfg(steps=2, batch_size=2, n_context=5, curriculum=Curriculum(dims=(1, 4), n_context=(2, 5), every=1))
+    task = SingleIndexTasks(dim=4, subspace_dim=1)
+    model = small_model(d=4, n_context=5)
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(ValueError, match="curriculum needs a task whose sample takes active_dims"):
+        train(model, task, config, generator=gen, progress=False)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))  # nothing trained
+    with pytest.raises(ValueError, match="active_dims"):
+        train_ensemble([LTB(4), LTB(4)], [LinearRegression(dim=4), task], config, generator=gen, progress=False)
+    assert train(model, LinearRegression(dim=4), config, generator=gen, progress=False).losses.shape == (2,)
+    assert train(model, task, dataclasses.replace(config, curriculum=None), generator=gen,
+                 progress=False).losses.shape == (2,)
+
+
+def test_training_stops_on_nan(gen):
+    model = small_model(d=2, n_context=5)
+    with torch.no_grad():
+        model.read_out.bias.fill_(float("nan"))
+    with pytest.raises(FloatingPointError, match=r"training loss became nan at step 0;"):  # a number, not [nan]
+        train(model, LinearRegression(dim=2), cfg(steps=3, batch_size=4), generator=gen, progress=False)
+    good = small_model(d=2, n_context=5)
+    with pytest.raises(FloatingPointError, match=r"became \[[0-9.]+, nan\] at step 0;"):  # one loss per model
+        train_ensemble([good, model], LinearRegression(dim=2), cfg(steps=3, batch_size=4), generator=gen,
+                       progress=False)
+
+
+def test_ensemble_of_models_in_different_modes(gen):
+    """A model trained before is in eval mode, a new one in training mode: they still train together (one mode is
+    set for all), and all end in eval mode."""
+    trained, fresh = LTB(2), LTB(2)
+    train(trained, LinearRegression(dim=2), cfg(steps=2), generator=gen, progress=False)
+    assert not trained.training and fresh.training
+    hist = train_ensemble([fresh, trained], LinearRegression(dim=2), cfg(steps=2), generator=gen, progress=False)
+    assert hist.losses.shape == (2, 2) and not fresh.training and not trained.training
+
+
+def test_train_rejects_bad_arguments(gen):
+    model = small_model(d=2, n_context=5)
+    task = LinearRegression(dim=2)
+    with pytest.raises(ValueError, match="steps"):
+        train(model, task, cfg(steps=0), generator=gen)
+    with pytest.raises(ValueError, match="curriculum"):
+        train(model, task, cfg(curriculum=Curriculum(dims=(1, 2), n_context=(1, 8), every=1)), generator=gen)
+    with pytest.raises(TypeError, match="generator"):
+        train(model, task, cfg(), generator=None)
+    with pytest.raises(TypeError, match="config must be a TrainConfig, got dict"):
+        train(model, task, dict(steps=1, batch_size=2, n_context=5), generator=gen)
+    with pytest.raises(TypeError, match="config must be a TrainConfig"):
+        train_ensemble([model], task, None, generator=gen)
+
+
+@pytest.mark.parametrize("make", [lambda s: small_model(d=3, n_context=5), lambda s: LTB(3)])
 def test_ensemble_training_equals_separate_runs(gen, make):
     """S models trained at once by vmap end where S separate runs on the same prompts end."""
     torch.manual_seed(0)
@@ -137,12 +259,11 @@ def test_ensemble_training_equals_separate_runs(gen, make):
     copies = [copy.deepcopy(m) for m in models]
     rec = Recorder(LinearRegression(dim=3, noise_std=0.1))
     test = LinearRegression(dim=3).sample(64, 5, torch.Generator().manual_seed(9))
-    hist = train_ensemble(models, rec, steps=25, batch_size=16, n_points=6, generator=gen, lr=3e-3,
-                          schedule="cosine", progress=False)
+    config = cfg(steps=25, batch_size=16, n_context=5, lr=3e-3, schedule="cosine")
+    hist = train_ensemble(models, rec, config, generator=gen, progress=False)
     assert hist.losses.shape == (25, 3) and hist.smoothed(5).shape == (25, 3)
     for s, single in enumerate(copies):
-        h = train(single, Replay(rec, s, 3), steps=25, batch_size=16, n_points=6, generator=gen, lr=3e-3,
-                  schedule="cosine", progress=False)
+        h = train(single, Replay(rec, s, 3), config, generator=gen, progress=False)
         np.testing.assert_allclose(hist.losses[:, s], h.losses, rtol=1e-4, atol=1e-6)
         # Compare functions, not parameters: Adam turns round-off in the (exactly zero) gradient of the attention
         # keys' bias into steps of size lr, so that bias drifts apart while the predictions agree.
@@ -159,30 +280,28 @@ def test_ensemble_with_one_task_per_model_equals_separate_runs(gen):
              Recorder(LinearRegression(dim=3, noise_std=1.0, prior_mean=torch.full((3,), 2.0)))]
     models = [LTB(3) for _ in tasks]
     copies = [copy.deepcopy(m) for m in models]
-    hist = train_ensemble(models, tasks, steps=20, batch_size=16, n_points=6, generator=gen, lr=3e-3, progress=False)
+    config = cfg(steps=20, batch_size=16, n_context=5, lr=3e-3)
+    hist = train_ensemble(models, tasks, config, generator=gen, progress=False)
     for s, (single, rec) in enumerate(zip(copies, tasks)):
         assert len(rec.prompts) == 20 and rec.prompts[0].batch_size == 16  # each task drew one model's block
-        h = train(single, Replay(rec, 0, 1), steps=20, batch_size=16, n_points=6, generator=gen, lr=3e-3,
-                  progress=False)
+        h = train(single, Replay(rec, 0, 1), config, generator=gen, progress=False)
         np.testing.assert_allclose(hist.losses[:, s], h.losses, rtol=1e-4, atol=1e-6)
     assert hist.losses[-5:, 1].mean() > 3 * hist.losses[-5:, 0].mean()  # the noisy, shifted task stays harder
     with pytest.raises(ValueError, match="one per model"):
-        train_ensemble(models, tasks[:1] * 3, steps=1, batch_size=2, n_points=6, generator=gen)
+        train_ensemble(models, tasks[:1] * 3, cfg(), generator=gen)
     with pytest.raises(ValueError, match="share one dimension"):
-        train_ensemble(models, [LinearRegression(dim=3), LinearRegression(dim=2)], steps=1, batch_size=2,
-                       n_points=6, generator=gen)
+        train_ensemble(models, [LinearRegression(dim=3), LinearRegression(dim=2)], cfg(), generator=gen)
 
 
 def test_bf16_is_ignored_on_the_cpu():
     def run(bf16):
-        models = [small_model(d=3, points=6) for _ in range(2)]
-        return train_ensemble(models, LinearRegression(dim=3), steps=5, batch_size=8, n_points=6, bf16=bf16,
-                              generator=torch.Generator().manual_seed(4), lr=1e-3, progress=False).losses
+        models = [small_model(d=3, n_context=5) for _ in range(2)]
+        return train_ensemble(models, LinearRegression(dim=3), cfg(steps=5, batch_size=8, lr=1e-3, bf16=bf16),
+                              generator=torch.Generator().manual_seed(4), progress=False).losses
 
     assert np.array_equal(run(True), run(False))
     with pytest.raises(TypeError, match="bf16 must be True or False"):
-        train(small_model(d=3, points=6), LinearRegression(dim=3), steps=1, batch_size=2, n_points=6,
-              generator=torch.Generator(), bf16="yes")
+        cfg(bf16="yes")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -193,11 +312,12 @@ def test_bf16_training_follows_float32_on_cuda(ensemble):
 
     def run(bf16):
         torch.manual_seed(0)
-        kw = dict(steps=300, batch_size=64, n_points=8, generator=torch.Generator("cuda").manual_seed(5), lr=3e-3,
-                  schedule="cosine", bf16=bf16, progress=False)
+        config = cfg(steps=300, batch_size=64, n_context=7, lr=3e-3, schedule="cosine", bf16=bf16)
+        kw = dict(generator=torch.Generator("cuda").manual_seed(5), progress=False)
         if ensemble:
-            return train_ensemble([small_model(d=2).cuda() for _ in range(3)], LinearRegression(dim=2), **kw).losses
-        return train(small_model(d=2).cuda(), LinearRegression(dim=2), **kw).losses[:, None]
+            return train_ensemble([small_model(d=2).cuda() for _ in range(3)], LinearRegression(dim=2), config,
+                                  **kw).losses
+        return train(small_model(d=2).cuda(), LinearRegression(dim=2), config, **kw).losses[:, None]
 
     fp32, bf16 = run(False), run(True)
     np.testing.assert_allclose(bf16[0], fp32[0], rtol=2e-2)
@@ -208,9 +328,9 @@ def test_bf16_training_follows_float32_on_cuda(ensemble):
 def test_ensemble_training_is_bitwise_reproducible_on_cpu():
     def run():
         torch.manual_seed(0)
-        models = [small_model(d=3, points=6) for _ in range(2)]
-        hist = train_ensemble(models, LinearRegression(dim=3, noise_std=0.2), steps=15, batch_size=8, n_points=6,
-                              generator=torch.Generator().manual_seed(4), lr=1e-3, progress=False)
+        models = [small_model(d=3, n_context=5) for _ in range(2)]
+        hist = train_ensemble(models, LinearRegression(dim=3, noise_std=0.2), cfg(steps=15, batch_size=8, lr=1e-3),
+                              generator=torch.Generator().manual_seed(4), progress=False)
         return hist.losses, torch.cat([p.flatten() for m in models for p in m.parameters()])
 
     (l1, p1), (l2, p2) = run(), run()
@@ -220,20 +340,19 @@ def test_ensemble_training_is_bitwise_reproducible_on_cpu():
 def test_ensemble_rejects_mixed_architectures(gen):
     task = LinearRegression(dim=3)
     with pytest.raises(ValueError, match="architecture"):
-        train_ensemble([small_model(d=3, points=6), small_model(d=3, points=6, mlp=False)], task, steps=1,
-                       batch_size=2, n_points=6, generator=gen)
+        train_ensemble([small_model(d=3, n_context=5), small_model(d=3, n_context=5, mlp=False)], task, cfg(),
+                       generator=gen)
     with pytest.raises(TypeError, match="models"):
-        train_ensemble([], task, steps=1, batch_size=2, n_points=6, generator=gen)
+        train_ensemble([], task, cfg(), generator=gen)
 
 
 def test_cuda_graph_flag_needs_cuda(gen):
     with pytest.raises(ValueError, match="cuda_graph"):
-        train(small_model(d=2, points=6), LinearRegression(dim=2), steps=1, batch_size=2, n_points=6, generator=gen,
-              cuda_graph=True)
+        train(small_model(d=2, n_context=5), LinearRegression(dim=2), cfg(cuda_graph=True), generator=gen)
 
 
 CUDA_GRAPH_MODELS = {
-    "gpt": lambda: small_model(d=4, points=8),
+    "gpt": lambda: small_model(d=4, n_context=7),
     "ltb": lambda: LTB(4),
     "mlp_attention": lambda: MLPAttention(4, 8, hidden=16),
 }
@@ -251,13 +370,13 @@ def test_cuda_graph_step_matches_the_plain_step(family, ensemble):
     def run(graph):
         g = torch.Generator(device="cuda").manual_seed(5)
         torch.manual_seed(0)
-        cur = Curriculum(dims=(2, 4), points=(4, 8), every=10)
-        kw = dict(steps=40, batch_size=32, n_points=8, generator=g, lr=1e-3, schedule="cosine", curriculum=cur,
-                  cuda_graph=graph, progress=False)
+        cur = Curriculum(dims=(2, 4), n_context=(3, 7), every=10)
+        config = cfg(steps=40, batch_size=32, n_context=7, lr=1e-3, schedule="cosine", curriculum=cur,
+                     cuda_graph=graph)
         if ensemble:
             models = [make().cuda() for _ in range(3)]
-            return train_ensemble(models, LinearRegression(dim=4), **kw).losses
-        return train(make().cuda(), LinearRegression(dim=4), **kw).losses
+            return train_ensemble(models, LinearRegression(dim=4), config, generator=g, progress=False).losses
+        return train(make().cuda(), LinearRegression(dim=4), config, generator=g, progress=False).losses
 
     plain, graphed = run(False), run(True)
     np.testing.assert_allclose(graphed, plain, rtol=2e-3, atol=1e-5)
@@ -266,7 +385,42 @@ def test_cuda_graph_step_matches_the_plain_step(family, ensemble):
 def test_models_reject_prompts_of_another_dtype(gen):
     p = LinearRegression(dim=3).sample(4, 5, gen)
     p64 = Prompt(p.x.double(), p.y.double(), p.x_query.double(), p.y_query.double())
-    for model in (small_model(d=3, points=8), LTB(3)):
+    for model in (small_model(d=3, n_context=7), LTB(3)):
         with pytest.raises(ValueError, match="float64.*parameters are torch.float32"):
             model(p64)
         model(p)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_evaluating_restores_the_mode_even_when_the_block_raises(training):
+    model = LTB(2).train(training)
+    with evaluating(model) as inside:
+        assert inside is model and not model.training
+    assert model.training is training
+    with pytest.raises(RuntimeError, match="inside"):
+        with evaluating(model):
+            assert not model.training
+            raise RuntimeError("inside")
+    assert model.training is training
+    # and every submodule's flag too (a GPT's dropout layers)
+    gpt = small_model(d=2, n_context=3, dropout=0.1).train(training)
+    with pytest.raises(KeyError):
+        with evaluating(gpt):
+            assert not any(m.training for m in gpt.modules())
+            raise KeyError("inside")
+    assert all(m.training is training for m in gpt.modules())
+
+
+def test_predict_runs_in_eval_mode_and_restores_training(gen):
+    """predict is the query prediction in eval mode (no dropout), whatever mode the model was in."""
+    gpt = small_model(d=2, n_context=5, dropout=0.5).train()
+    p = LinearRegression(dim=2).sample(8, 5, gen)
+    first = gpt.predict(p)
+    assert gpt.training
+    torch.testing.assert_close(gpt.predict(p), first, rtol=0, atol=0)  # deterministic: dropout was off
+    with torch.no_grad():
+        torch.testing.assert_close(gpt.eval()(p)[:, -1], first, rtol=0, atol=0)
+        assert not torch.equal(gpt.train()(p)[:, -1], first)  # control: dropout on in training mode
+    ltb = LTB(2).train()
+    ltb.predict(p)
+    assert ltb.training

@@ -7,13 +7,15 @@ import torch
 
 from icl_utils import config
 from icl_utils.estimators import discrete_posterior_mean, kernel_ridge
-from icl_utils.models.linear_attention import MLPAttention
+from icl_utils.exact import AttentionMoments, attention_gamma, attention_risk
+from icl_utils.models import MLPAttention
+from icl_utils.models.feature_attention import fit_attention_ridge
 from icl_utils.prompts import Prompt
-from icl_utils.risk import AttentionMoments, attention_gamma, attention_risk, fit_slope, model_errors, query_risk
+from icl_utils.risk import fit_slope, model_errors, query_risk
 from icl_utils.tasks import nonparametric
-from icl_utils.tasks.nonparametric import NoiselessQueries, NonparametricTasks, cardinal_bspline
+from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
 from icl_utils.tasks.pool import PromptPool
-from icl_utils.train import fit_attention_ridge, train_ensemble
+from icl_utils.train import TrainConfig, train_ensemble
 
 
 @pytest.mark.parametrize("order", [0, 1, 2, 3])
@@ -54,7 +56,7 @@ def test_oracle_risk_follows_the_minimax_rate(gen):
     the truncation at n_basis is not reached)."""
     task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=64, noise_std=0.5)
     ns = (16, 32, 64, 128)
-    risks = [query_risk(task.posterior_mean, NoiselessQueries(task), n, 4096, gen)[0] for n in ns]
+    risks = [query_risk(task.posterior_mean, task.noiseless(), n, 4096, gen)[0] for n in ns]
     assert abs(fit_slope(ns, risks) + 2 / 3) < 0.1
 
 
@@ -221,11 +223,13 @@ def test_a_list_of_pools_gives_each_model_of_an_ensemble_its_own_pool(gen):
     loud = PromptPool(Prompt(loud.x, 100 * loud.y, loud.x_query, 100 * loud.y_query))
     assert len(quiet) == 6 and quiet.dim == 1
     models = [MLPAttention(1, 4, hidden=8) for _ in range(2)]
-    losses = train_ensemble(models, [quiet, loud], steps=1, batch_size=5, n_points=8, generator=gen,
-                            progress=False).losses
+    config = TrainConfig(steps=1, batch_size=5, n_context=7)
+    losses = train_ensemble(models, [quiet, loud], config, generator=gen, progress=False).losses
     assert losses[0, 0] < 1e-2 * losses[0, 1]  # model 0 saw only the quiet pool's zero labels
     with pytest.raises(ValueError, match="one per model"):
-        train_ensemble(models, [quiet, loud, quiet], steps=1, batch_size=5, n_points=8, generator=gen)
+        train_ensemble(models, [quiet, loud, quiet], config, generator=gen)
+    with pytest.raises(ValueError, match="n=7 examples, asked for n=8"):  # the config counts examples as the pool
+        train_ensemble(models, [quiet, loud], TrainConfig(steps=1, batch_size=5, n_context=8), generator=gen)
 
 
 @pytest.mark.parametrize("chunk_elements", [None, 25])
@@ -250,7 +254,7 @@ def test_discrete_posterior_mean_matches_a_direct_computation(chunk_elements, ge
 
 def test_kernel_ridge_tunes_the_bandwidth_with_the_penalty(gen):
     task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=16, noise_std=0.3)
-    p = task.sample(64, 32, gen, noiseless_query=True)
+    p = task.noiseless().sample(64, 32, gen)
     one = kernel_ridge(p, bandwidth=0.2)
     torch.testing.assert_close(kernel_ridge(p, bandwidth=(0.2,)), one)
     tuned = kernel_ridge(p, bandwidth=(0.02, 0.2, 2.0))
@@ -258,3 +262,27 @@ def test_kernel_ridge_tunes_the_bandwidth_with_the_penalty(gen):
     assert err(tuned) < 1.2 * min(err(kernel_ridge(p, bandwidth=h)) for h in (0.02, 0.2, 2.0))
     with pytest.raises(ValueError, match="bandwidth must be a positive number or a non-empty sequence"):
         kernel_ridge(p, bandwidth=())
+
+
+@pytest.mark.parametrize("basis", ["fourier", "bspline"])
+def test_noiseless_view_labels_the_query_by_f_and_keeps_the_context_noisy(basis):
+    """task.noiseless() (a copy, the same as noiseless_query=True) draws the same prompts as the task from the same
+    seed, except that the query's label is F(x_query) itself, bitwise; the context labels keep their noise."""
+    task = NonparametricTasks(dim=2, smoothness=1.0, basis=basis, n_basis=12, noise_std=0.5)
+    quiet_task = task.noiseless()
+    assert quiet_task.noiseless_query and not task.noiseless_query  # a copy; the task itself is unchanged
+    assert quiet_task == NonparametricTasks(dim=2, smoothness=1.0, basis=basis, n_basis=12, noise_std=0.5,
+                                            noiseless_query=True)
+    weights = torch.randn(256, 12, generator=torch.Generator().manual_seed(0)) * task.prior_var().sqrt().float()
+    noisy = task.sample(256, 9, torch.Generator().manual_seed(1), weights=weights)
+    quiet = quiet_task.sample(256, 9, torch.Generator().manual_seed(1), weights=weights)
+    xs = quiet.points()[0]
+    clean = torch.einsum("bnj,bj->bn", quiet_task.features(xs), weights)  # F at every point, as the sampler has it
+    assert torch.equal(quiet.y_query, clean[:, -1])
+    assert torch.equal(quiet.x, noisy.x) and torch.equal(quiet.x_query, noisy.x_query)
+    assert torch.equal(quiet.y, noisy.y)  # the contexts are the noisy task's, noise and all
+    context_noise = (quiet.y - clean[:, :-1]).std().item()
+    query_noise = (noisy.y_query - clean[:, -1]).std().item()
+    assert 0.45 < context_noise < 0.55 and 0.4 < query_noise < 0.6  # control: the task's queries are noisy
+    with pytest.raises(TypeError, match="noiseless_query must be True or False"):
+        NonparametricTasks(dim=1, smoothness=1.0, noiseless_query=1)

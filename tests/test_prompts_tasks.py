@@ -1,8 +1,13 @@
 import pytest
 import torch
 
-from icl_utils.prompts import Prompt
+from icl_utils.prompts import Prompt, TaskFamily, squared_errors
 from icl_utils.tasks import LinearRegression
+from icl_utils.tasks.discrete import DiscreteFeatures, imbalanced_probs
+from icl_utils.tasks.features import TeacherFeatures
+from icl_utils.tasks.nonparametric import NonparametricTasks
+from icl_utils.tasks.pool import PromptPool
+from icl_utils.tasks.single_index import SingleIndexTasks
 
 
 def test_prompt_shapes_and_tokens(gen):
@@ -103,3 +108,60 @@ def test_sample_rejects_bad_arguments(gen):
         task.sample(2, 3, 0)
     with pytest.raises(ValueError, match="weights"):
         task.sample(2, 3, gen, weights=torch.zeros(3, 2))
+
+
+def test_from_points_makes_the_last_point_the_query(gen):
+    xs = torch.randn(4, 6, 3, generator=gen)
+    ys = torch.randn(4, 6, generator=gen)
+    p = Prompt.from_points(xs, ys)
+    assert (p.batch_size, p.n_context, p.dim) == (4, 5, 3)
+    assert torch.equal(p.x, xs[:, :5]) and torch.equal(p.y, ys[:, :5])
+    assert torch.equal(p.x_query, xs[:, 5]) and torch.equal(p.y_query, ys[:, 5])
+    back_x, back_y = p.points()  # the inverse of points()
+    assert torch.equal(back_x, xs) and torch.equal(back_y, ys)
+    alone = Prompt.from_points(xs[:, :1], ys[:, :1])  # one point: the query alone, n = 0
+    assert alone.n_context == 0 and torch.equal(alone.x_query, xs[:, 0])
+    with pytest.raises(ValueError, match="y must have shape"):
+        Prompt.from_points(xs, ys[:, :5])
+
+
+TASKS = {
+    "linear": lambda: LinearRegression(dim=3, noise_std=0.1),
+    "nonparametric": lambda: NonparametricTasks(dim=3, smoothness=1.0, n_basis=8),
+    "single index": lambda: SingleIndexTasks(dim=3, subspace_dim=1),
+    "discrete": lambda: DiscreteFeatures(dim=3, probs=imbalanced_probs(3, 0.5)),
+    "teacher features": lambda: TeacherFeatures(dim=3, k=2, width=4, n_whiten=256),
+}
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_every_sampler_is_a_task_family_drawing_n_examples_and_a_query(name, gen):
+    """Every task family takes sample(batch, n, generator) and returns n context examples and a query; the same seed
+    gives the same prompts (only LinearRegression takes active_dims, for the curriculum)."""
+    task = TASKS[name]()
+    assert isinstance(task, TaskFamily)
+    p = task.sample(4, 6, gen)
+    assert (p.batch_size, p.n_context, p.dim) == (4, 6, 3)
+    a, b = (task.sample(2, 0, torch.Generator().manual_seed(5)) for _ in range(2))
+    assert a.n_context == 0 and torch.equal(a.x_query, b.x_query) and torch.equal(a.y_query, b.y_query)
+    pool = PromptPool(p)
+    assert isinstance(pool, TaskFamily) and pool.sample(3, 6, gen).n_context == 6
+
+
+def test_squared_errors_at_the_query_or_at_every_point(gen):
+    p = LinearRegression(dim=2).sample(5, 4, gen)
+    at_query = torch.randn(5, generator=gen)
+    errs = squared_errors(at_query, p)
+    assert errs.shape == (5,)
+    torch.testing.assert_close(errs, (at_query - p.y_query).square(), rtol=0, atol=0)
+    every = torch.randn(5, 5, generator=gen)
+    errs = squared_errors(every, p)
+    assert errs.shape == (5, 5)
+    torch.testing.assert_close(errs, (every - p.points()[1]).square(), rtol=0, atol=0)
+    assert squared_errors(at_query.double(), p).dtype == torch.float64  # the wider dtype
+    assert squared_errors(at_query.half(), p).dtype == torch.float32
+    for shape in [(5, 4), (5, 1), (4,), (5, 5, 1), ()]:
+        with pytest.raises(ValueError, match=r"predictions must have shape \(5,\) \(the query\) or \(5, 5\)"):
+            squared_errors(torch.zeros(shape), p)
+    with pytest.raises(TypeError, match="predictions must be a torch.Tensor"):
+        squared_errors([0.0] * 5, p)

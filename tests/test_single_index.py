@@ -6,9 +6,13 @@ import torch
 
 from icl_utils import config
 from icl_utils.estimators import kernel_ridge, two_layer_network
-from icl_utils.models.linear_attention import FeatureAttention
+from icl_utils.models.feature_attention import (
+    FeatureAttention,
+    _spd_solve,
+    fit_attention_ridge,
+    one_step_feature_update,
+)
 from icl_utils.tasks.single_index import SingleIndexTasks, hermite, principal_angles, projection_mass
-from icl_utils.train import fit_attention_ridge, one_step_feature_update
 
 
 def test_hermite_polynomials_are_orthonormal_under_the_gaussian():
@@ -92,7 +96,7 @@ def test_bad_arguments_raise_clear_errors(gen):
         projection_mass(torch.zeros(4, 3), torch.zeros(5, 1))
     with pytest.raises(ValueError, match="lams"):
         kernel_ridge(SingleIndexTasks(dim=3, subspace_dim=1).sample(2, 5, gen), lams=())
-    with pytest.raises(TypeError, match="FeatureAttention"):
+    with pytest.raises(TypeError, match="AttentionOnFeatures"):
         fit_attention_ridge(torch.nn.Linear(2, 2), SingleIndexTasks(dim=2, subspace_dim=1), n_tasks=4, n=3,
                             lam=1.0, generator=gen)
     broken = FeatureAttention(2, 4)
@@ -121,11 +125,55 @@ def test_fit_attention_ridge_solves_with_many_dead_features(gen):
 
 
 def test_spd_solve_matches_a_direct_solve_and_refuses_an_indefinite_system(gen):
-    from icl_utils.train import _spd_solve
-
     x = torch.randn(50, 8, generator=gen, dtype=torch.float64)
     rhs = torch.randn(8, generator=gen, dtype=torch.float64)
     want = torch.linalg.solve(x.T @ x + 0.1 * torch.eye(8, dtype=torch.float64), rhs)
     torch.testing.assert_close(_spd_solve(x.T @ x, 0.1, rhs), want)
     with pytest.raises(ValueError, match="raise lam"):
         _spd_solve(-torch.eye(3, dtype=torch.float64), 1e-3, torch.ones(3, dtype=torch.float64))
+
+
+def test_two_stage_fit_is_the_manual_sequence_bitwise():
+    """two_stage_fit = stage 1 with lr = weight_decay = 1, rows of W rescaled to mean length one, biases redrawn from
+    U[-bias_range, bias_range] with the generator, then stage 2: the same numbers as those steps by hand, from equal
+    seeds."""
+    from icl_utils.models.feature_attention import two_stage_fit
+
+    task = SingleIndexTasks(dim=5, subspace_dim=2, noise_std=0.1)
+    sizes = dict(stage1_tasks=300, stage1_n=12, stage2_tasks=200, stage2_n=9, lam=1e-2)
+
+    def fitted(**bias_range):
+        model = FeatureAttention(5, 8, generator=torch.Generator().manual_seed(7))
+        two_stage_fit(model, task, generator=torch.Generator().manual_seed(11), **sizes, **bias_range)
+        return model
+
+    manual = FeatureAttention(5, 8, generator=torch.Generator().manual_seed(7))
+    g = torch.Generator().manual_seed(11)
+    one_step_feature_update(manual, task, n_tasks=300, n=12, lr=1.0, weight_decay=1.0, generator=g)
+    with torch.no_grad():
+        manual.W /= manual.W.norm(dim=1).mean()
+        manual.b.uniform_(-1, 1, generator=g)
+    fit_attention_ridge(manual, task, n_tasks=200, n=9, lam=1e-2, generator=g)
+    fit = fitted()  # the default bias_range, 1
+    for name in ("W", "b", "gamma"):
+        assert torch.equal(getattr(fit, name), getattr(manual, name)), name
+    assert fit.W.norm(dim=1).mean().item() == pytest.approx(1.0, abs=1e-6)
+    assert 0 < fit.b.abs().max() <= 1
+    narrow = fitted(bias_range=0.5)  # control: another bias range draws other biases, and so another Gamma
+    assert torch.equal(narrow.W, fit.W) and not torch.equal(narrow.b, fit.b) and narrow.b.abs().max() <= 0.5
+    assert not torch.equal(narrow.gamma, fit.gamma)
+
+
+def test_two_stage_fit_needs_a_feature_attention_model(gen):
+    from icl_utils.models import LTB, MLPAttention, two_stage_fit
+
+    task = SingleIndexTasks(dim=2, subspace_dim=1)
+    kw = dict(stage1_tasks=8, stage1_n=3, stage2_tasks=8, stage2_n=3, lam=1.0, generator=gen)
+    for model in (MLPAttention(2, 4), LTB(2)):
+        state = [p.detach().clone() for p in model.parameters()]
+        with pytest.raises(TypeError, match="model must be a FeatureAttention"):
+            two_stage_fit(model, task, **kw)
+        assert all(torch.equal(p, q) for p, q in zip(model.parameters(), state))  # left untouched
+    with pytest.raises(ValueError, match="bias_range must be > 0"):
+        two_stage_fit(FeatureAttention(2, 4), task, bias_range=0.0, **kw)
+    two_stage_fit(FeatureAttention(2, 4), task, **kw)  # the control: a FeatureAttention is fitted

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from icl_utils.models import softmax_attention as sa
+from icl_utils.dynamics import softmax_attention as sa
 from icl_utils.tasks.discrete import DiscreteFeatures, imbalanced_probs
-from icl_utils.train import gradient_descent
+from icl_utils.gd import gradient_descent
 
 
 def test_features_are_orthonormal():
@@ -90,8 +90,9 @@ def test_gradient_descent_on_a_quadratic():
 @pytest.mark.parametrize("record_every", [1, 7, 1000])
 def test_gradient_descent_names_the_first_diverged_step_however_rarely_it_records(record_every):
     # lr = 1.5 on t^2 doubles |t| every step: the loss 4^k overflows float64 first at k = 512 (4^512 = 2^1024),
-    # while t = 2^k is still finite. The check runs at records only, and must still name step 512.
-    with pytest.raises(FloatingPointError, match=r"\[inf\] at step 512"):
+    # while t = 2^k is still finite. The check runs at records only, and must still name step 512 (and the loss, a
+    # number: "inf", not "[inf]").
+    with pytest.raises(FloatingPointError, match=r"training loss became inf at step 512;"):
         gradient_descent(lambda t: t.square().sum(), torch.ones(1, dtype=torch.float64), steps=600, lr=1.5,
                          record_every=record_every, progress=False)
 
@@ -106,3 +107,20 @@ def test_gradient_descent_reports_divergence_behind_a_failed_factorization():
     with pytest.raises(FloatingPointError, match="at step 0"):
         gradient_descent(loss, torch.full((2,), 1e10, dtype=torch.float64), steps=50, lr=1.0, record_every=100,
                          progress=False)
+
+
+def test_run_gradient_descent_is_gradient_descent_on_the_population_loss():
+    """run_gradient_descent (formerly softmax_attention.train) runs gd.gradient_descent on L(W) from W = 0 over a
+    fixed sample of counts, recording W, every L_k and the attention; the loss falls."""
+    probs = imbalanced_probs(3, 0.6)
+    w, hist = sa.run_gradient_descent(probs, 6, steps=40, lr=0.5, n_samples=64,
+                                      generator=torch.Generator().manual_seed(2), record_every=10, progress=False)
+    assert list(hist.steps) == [0, 10, 20, 30, 40] and set(hist.records) == {"W", "loss_k", "attn"}
+    assert hist.records["W"].shape == (5, 3, 3) and hist.records["loss_k"].shape == (5, 3)
+    assert hist.records["attn"].shape == (5, 3, 3) and torch.equal(torch.as_tensor(hist.records["W"][-1]), w)
+    total = (hist.records["loss_k"] * probs.numpy()).sum(1)
+    assert np.all(np.diff(total) < 0)
+    counts = sa.sample_counts(probs, 6, 64, torch.Generator().manual_seed(2))
+    direct, _ = gradient_descent(lambda v: sa.population_loss(v, counts, probs), torch.zeros(3, 3, dtype=torch.float64),
+                                 steps=40, lr=0.5, progress=False)
+    assert torch.equal(direct, w)

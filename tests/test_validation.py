@@ -6,14 +6,15 @@ import torch
 
 from icl_utils import checks, risk
 from icl_utils.estimators import bayes_linear_regression, kernel_ridge, ridge
-from icl_utils.models import GPTConfig, ICLTransformer
-from icl_utils.models import softmax_attention as sa
-from icl_utils.models.linear_attention import LTB, FeatureAttention, GDBeta
-from icl_utils.prompts import Prompt
+from icl_utils.dynamics import softmax_attention as sa
+from icl_utils.gd import gradient_descent
+from icl_utils.models import LTB, FeatureAttention, GDBeta, GPTConfig, ICLTransformer, MLPAttention
+from icl_utils.models.feature_attention import one_step_feature_update, two_stage_fit
+from icl_utils.prompts import Prompt, squared_errors
 from icl_utils.tasks import LinearRegression
 from icl_utils.tasks.discrete import DiscreteFeatures
 from icl_utils.tasks.single_index import SingleIndexTasks, projection_mass
-from icl_utils.train import Curriculum, gradient_descent, train, train_ensemble
+from icl_utils.train import Curriculum, TrainConfig, train, train_ensemble
 
 G = torch.Generator().manual_seed(0)
 
@@ -23,8 +24,12 @@ def prompt(batch=2, n=3, d=2, dtype=torch.float32):
                   torch.zeros(batch, d, dtype=dtype), torch.zeros(batch, dtype=dtype))
 
 
-def gpt(d=2, points=4):
-    return ICLTransformer(GPTConfig(n_dims=d, n_points=points, n_embd=8, n_layer=1, n_head=2))
+def gpt(d=2, n_context=3):
+    return ICLTransformer(GPTConfig(n_dims=d, n_context=n_context, n_embd=8, n_layer=1, n_head=2))
+
+
+def config(**kw):
+    return TrainConfig(**{"steps": 1, "batch_size": 2, "n_context": 3, **kw})
 
 
 CASES = {
@@ -37,22 +42,24 @@ CASES = {
                                                                                     torch.ones(5, 2))),
     # dimensions that do not match
     "prompt dim vs GPT": (ValueError, "n_dims", lambda: gpt(d=3)(prompt(d=2))),
-    "prompt too long for GPT": (ValueError, "n_points", lambda: gpt(points=3)(prompt(n=3))),
+    "prompt too long for GPT": (ValueError, "n_context=2", lambda: gpt(n_context=2)(prompt(n=3))),
     "prompt dim vs LTB": (ValueError, "dim=3", lambda: LTB(3)(prompt(d=2))),
     "prior mean length": (ValueError, r"prior_mean must have shape \(3,\)", lambda: LinearRegression(
         dim=3, prior_mean=torch.zeros(2))),
     "GD-beta gamma shape": (ValueError, r"gamma must have shape \(2, 2\)", lambda: GDBeta(2, gamma=torch.eye(3))),
     "subspace larger than d": (ValueError, "subspace_dim", lambda: SingleIndexTasks(dim=3, subspace_dim=4)),
     # sizes below 1
-    "zero training steps": (ValueError, "steps must be >= 1", lambda: train(
-        gpt(), LinearRegression(dim=2), steps=0, batch_size=2, n_points=4, generator=G)),
+    "zero training steps": (ValueError, "steps must be >= 1", lambda: config(steps=0)),
     "zero batch": (ValueError, "batch must be >= 1", lambda: LinearRegression(dim=2).sample(0, 3, G)),
     "model_errors chunk 0": (ValueError, "chunk_size must be >= 1", lambda: risk.model_errors(LTB(2), prompt(), 0)),
-    "output neither per point nor per query": (ValueError, "output must have shape", lambda: risk.squared_errors(
+    "output neither per point nor per query": (ValueError, "predictions must have shape", lambda: squared_errors(
         torch.zeros(2, 3), prompt(n=3))),
+    "estimator output of shape (B, 1)": (ValueError, r"one prediction per prompt, shape \(2,\), got \(2, 1\)",
+                                         lambda: risk.query_risk(lambda p: p.y_query[:, None], LinearRegression(dim=2),
+                                                                 3, 2, G)),
     "model_errors on a tensor": (TypeError, "prompt must be an icl_utils.Prompt", lambda: risk.model_errors(
         LTB(2), torch.zeros(2, 3, 2))),
-    "curriculum every 0": (ValueError, "every must be >= 1", lambda: Curriculum(dims=(1, 2), points=(2, 3),
+    "curriculum every 0": (ValueError, "every must be >= 1", lambda: Curriculum(dims=(1, 2), n_context=(1, 2),
                                                                                 every=0)),
     "one Monte Carlo prompt": (ValueError, "n_prompts must be >= 2", lambda: risk.query_risk(
         lambda p: p.y_query, LinearRegression(dim=2), 3, 1, G)),
@@ -80,16 +87,34 @@ CASES = {
                                                                    torch.zeros(2))),
     # wrong types
     "generator missing": (TypeError, "generator must be a torch.Generator", lambda: train(
-        gpt(), LinearRegression(dim=2), steps=1, batch_size=2, n_points=4, generator=None)),
+        gpt(), LinearRegression(dim=2), config(), generator=None)),
     "model not a module": (TypeError, "model must be a torch.nn.Module", lambda: train(
-        "gpt", LinearRegression(dim=2), steps=1, batch_size=2, n_points=4, generator=G)),
+        "gpt", LinearRegression(dim=2), config(), generator=G)),
     "ensemble of nothing": (TypeError, "models must be a non-empty list", lambda: train_ensemble(
-        [], LinearRegression(dim=2), steps=1, batch_size=2, n_points=4, generator=G)),
+        [], LinearRegression(dim=2), config(), generator=G)),
+    "training settings as keywords": (TypeError, "config must be a TrainConfig", lambda: train(
+        gpt(), LinearRegression(dim=2), {"steps": 1}, generator=G)),
+    "curriculum on a task without active_dims": (ValueError, "active_dims", lambda: train(
+        gpt(d=3), SingleIndexTasks(dim=3, subspace_dim=1),
+        config(curriculum=Curriculum(dims=(1, 3), n_context=(1, 3), every=1)), generator=G)),
+    "task that is not a task family": (TypeError, "task must be a task family", lambda: train(
+        gpt(), "linear", config(), generator=G)),
+    "stage 1 on an MLP attention": (TypeError, "model must be a FeatureAttention", lambda: one_step_feature_update(
+        MLPAttention(2, 4), LinearRegression(dim=2), n_tasks=4, n=3, lr=1.0, weight_decay=1.0, generator=G)),
+    "two-stage fit of an LTB": (TypeError, "model must be a FeatureAttention", lambda: two_stage_fit(
+        LTB(2), LinearRegression(dim=2), stage1_tasks=4, stage1_n=3, stage2_tasks=4, stage2_n=3, lam=1.0,
+        generator=G)),
     "estimator given a tensor": (TypeError, "prompt must be an icl_utils.Prompt", lambda: kernel_ridge(
         torch.zeros(2, 3, 1))),
     "joining prompts of two lengths": (ValueError, "must share n, d", lambda: Prompt.cat([prompt(n=3), prompt(n=4)])),
     "loss that is not a scalar": (TypeError, "loss_fn must return a scalar tensor", lambda: gradient_descent(
         lambda t: t.square(), torch.ones(2), steps=1, lr=0.1, progress=False)),
+    "per-coordinate lr tensor": (TypeError, "lr must be a real number, got Tensor", lambda: gradient_descent(
+        lambda t: t.square().sum(), torch.ones(2), steps=1, lr=torch.tensor([0.1, 0.2]), progress=False)),
+    "lr dict naming another block": (ValueError, "lr must name the same blocks as init", lambda: gradient_descent(
+        lambda t: t["a"].sum(), {"a": torch.ones(2)}, steps=1, lr={"b": 0.1}, progress=False)),
+    "block that is not a tensor": (TypeError, r"init\['b'\] must be a floating-point tensor", lambda: gradient_descent(
+        lambda t: t["a"].sum(), {"a": torch.ones(2), "b": [1.0]}, steps=1, lr=0.1, progress=False)),
     "joining nothing": (TypeError, "non-empty list of icl_utils.Prompt", lambda: Prompt.cat([])),
     "splitting into pieces of 0": (ValueError, "size must be an int >= 1", lambda: prompt().split(0)),
     "bool as an int": (TypeError, "steps must be an int", lambda: checks.positive_int("steps", True)),

@@ -109,8 +109,7 @@ class NonparametricTasks:
         count = checks.positive_int("n_basis", self.n_basis)
         order = checks.positive_int("order", self.order, minimum=0)
         checks.nonnegative_float("noise_std", self.noise_std)
-        if not isinstance(self.noiseless_query, bool):
-            raise TypeError(f"noiseless_query must be True or False, got {self.noiseless_query!r}")
+        checks.boolean("noiseless_query", self.noiseless_query)
         index = _fourier_indices(dim, count) if self.basis == "fourier" else _bspline_indices(dim, count, order)
         object.__setattr__(self, "_index", index)
         if self.basis == "fourier":

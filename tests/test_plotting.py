@@ -1,0 +1,41 @@
+"""Figure functions draw what their docstrings say (checked on the artists, not on pixels)."""
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from icl_utils import plotting  # noqa: E402
+
+RESULTS = Path(__file__).parents[1] / "benchmarks" / "results"
+
+
+def speed_file(device, rows, ensembles):
+    return {"device": device, "config": "small", "rows": [{"name": n, "prompts_per_s": v} for n, v in rows],
+            "ensembles": [{"name": n, "models": 8, "time_ratio": r} for n, r in ensembles]}
+
+
+def test_training_speed_draws_one_bar_per_loop_and_case_per_file():
+    files = [speed_file("CPU", [("reference", 150.0), ("package", 400.0)], [("LTB", 2.5)]),
+             speed_file("GPU", [("reference", 1e3), ("package", 2e4), ("package, fast", 5e4)], [("LTB", 1.5), ("GPT", 3.0)])]
+    fig = plotting.plot_training_speed(files)
+    left, right = fig.axes
+    heights = [p.get_height() for p in left.patches]
+    # Three loops per file; the CPU file has no fast loop, drawn as a missing (NaN) bar.
+    assert len(heights) == 6 and np.isnan(heights[2]) and heights[5] == 5e4
+    assert [t.get_text() for t in left.get_xticklabels()] == ["reference", "package", "package, fast"]
+    assert left.get_yscale() == "log" and left.get_ylim()[0] == pytest.approx(100.0)  # the power of ten below 150
+    assert [p.get_height() for p in right.patches][-2:] == [1.5, 3.0]
+    plt.close(fig)
+
+
+def test_training_speed_reads_the_committed_results():
+    files = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("train_speed-*.json"))]
+    fig = plotting.plot_training_speed(files)
+    assert len(fig.axes[0].patches) == len(files) * len({r["name"] for f in files for r in f["rows"]})
+    plt.close(fig)
