@@ -10,7 +10,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from icl_utils.prompts import Prompt
+from icl_utils.prompts import Prompt, TaskFamily
 
 
 def positive_int(name: str, value: object, minimum: int = 1) -> int:
@@ -121,9 +121,9 @@ def prompt(value: object, name: str = "prompt") -> Prompt:
 
 
 def task_family(value: object, name: str = "task"):
-    """An object with ``dim`` and ``sample(batch, n, generator)``: a task family, a pool, or a view of one."""
-    if not callable(getattr(value, "sample", None)):
-        raise TypeError(f"{name} must be a task family with sample(batch, n, generator), got {type(value).__name__}")
+    """A :class:`~icl_utils.prompts.TaskFamily` (a task family or a pool) whose ``dim`` is an integer."""
+    if not isinstance(value, TaskFamily) or not callable(value.sample):
+        raise TypeError(f"{name} must be a task family (dim and sample(batch, n, generator)), got {type(value).__name__}")
     dim = getattr(value, "dim", None)
     if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
         raise TypeError(f"{name}.dim must be an int, got {type(dim).__name__}")

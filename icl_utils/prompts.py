@@ -21,7 +21,7 @@ a :class:`Prompt` on the generator's device.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -132,6 +132,7 @@ class Prompt:
         return Prompt(*(torch.cat([getattr(p, f) for p in prompts]) for f in ("x", "y", "x_query", "y_query")))
 
 
+@runtime_checkable
 class TaskFamily(Protocol):
     """What training and risk estimation ask of a task family: its input dimension and a sampler of prompts.
     :class:`~icl_utils.tasks.linear.LinearRegression` also takes ``active_dims`` for a curriculum."""
