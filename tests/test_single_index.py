@@ -11,6 +11,7 @@ from icl_utils.models.feature_attention import (
     _spd_solve,
     fit_attention_ridge,
     one_step_feature_update,
+    two_stage_fit,
 )
 from icl_utils.tasks.single_index import SingleIndexTasks, hermite, principal_angles, projection_mass
 
@@ -137,7 +138,6 @@ def test_two_stage_fit_is_the_manual_sequence_bitwise():
     """two_stage_fit = stage 1 with lr = weight_decay = 1, rows of W rescaled to mean length one, biases redrawn from
     U[-bias_range, bias_range] with the generator, then stage 2: the same numbers as those steps by hand, from equal
     seeds."""
-    from icl_utils.models.feature_attention import two_stage_fit
 
     task = SingleIndexTasks(dim=5, subspace_dim=2, noise_std=0.1)
     sizes = dict(stage1_tasks=300, stage1_n=12, stage2_tasks=200, stage2_n=9, lam=1e-2)
@@ -165,7 +165,7 @@ def test_two_stage_fit_is_the_manual_sequence_bitwise():
 
 
 def test_two_stage_fit_needs_a_feature_attention_model(gen):
-    from icl_utils.models import LTB, MLPAttention, two_stage_fit
+    from icl_utils.models import LTB, MLPAttention
 
     task = SingleIndexTasks(dim=2, subspace_dim=1)
     kw = dict(stage1_tasks=8, stage1_n=3, stage2_tasks=8, stage2_n=3, lam=1.0, generator=gen)
@@ -177,3 +177,14 @@ def test_two_stage_fit_needs_a_feature_attention_model(gen):
     with pytest.raises(ValueError, match="bias_range must be > 0"):
         two_stage_fit(FeatureAttention(2, 4), task, bias_range=0.0, **kw)
     two_stage_fit(FeatureAttention(2, 4), task, **kw)  # the control: a FeatureAttention is fitted
+
+
+@pytest.mark.parametrize("bad", [{"lam": 0.0}, {"stage2_tasks": 0}, {"stage2_n": 1.5}, {"bias_range": -1.0}])
+def test_two_stage_fit_checks_every_argument_before_changing_the_model(gen, bad):
+    task = SingleIndexTasks(dim=4, subspace_dim=2)
+    model = FeatureAttention(4, 8)
+    before = [p.detach().clone() for p in model.parameters()]
+    sizes = dict(stage1_tasks=8, stage1_n=4, stage2_tasks=8, stage2_n=4, lam=1e-3) | bad
+    with pytest.raises((ValueError, TypeError), match=next(iter(bad))):
+        two_stage_fit(model, task, generator=gen, **sizes)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))

@@ -214,6 +214,15 @@ def two_stage_fit(
     ``W`` rescaled to mean length one (the step size that does so) and biases redrawn from
     ``U[-bias_range, bias_range]``; then stage 2 (:func:`fit_attention_ridge`) on ``stage2_tasks`` prompts of
     ``stage2_n`` examples with penalty ``lam``."""
+    # Every argument is checked before stage 1 changes the model.
+    if not isinstance(model, FeatureAttention):
+        raise TypeError(f"model must be a FeatureAttention, got {type(model).__name__}")
+    checks.task_family(task)
+    checks.generator(generator)
+    for name, value in (("stage1_tasks", stage1_tasks), ("stage1_n", stage1_n), ("stage2_tasks", stage2_tasks),
+                        ("stage2_n", stage2_n)):
+        checks.positive_int(name, value)
+    checks.nonnegative_float("lam", lam, strict=True)
     bias_range = checks.nonnegative_float("bias_range", bias_range, strict=True)
     one_step_feature_update(model, task, n_tasks=stage1_tasks, n=stage1_n, lr=1.0, weight_decay=1.0,
                             generator=generator)
