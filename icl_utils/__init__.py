@@ -8,13 +8,13 @@ One job per module; each imports only the ones above it in this list (``tests/te
 ``checks``                  the argument checks every public function uses
 ``estimators``              prompt-only learners: ``Prompt -> (B,)`` predictions
 ``tasks/``                  task families, one module each, sampling prompts on the generator's device
+``exact``                   closed-form risks and optimal parameters
 ``models/``                 modules that read prompts (GPT, linear attention, feature attention and its
                             two-stage fit)
 ``gd``                      full-batch gradient descent over named tensors
 ``dynamics/``               population objectives that the theory runs gradient descent on
 ``train``                   ``TrainConfig``, the Adam loop (one step, CUDA graph around it), ensembles
 ``risk``                    Monte Carlo ICL risk: errors at every prefix, bands, slopes
-``exact``                   closed-form risks and optimal steps
 ``plotting``                the house style and every recurring or multi-panel figure
 ==========================  ==========================================================================
 
@@ -24,8 +24,8 @@ Every length counts context examples, ``n``, without the query.
 from icl_utils.config import by_mode, describe, get_device, is_full, make_generator, mode, seed_everything
 from icl_utils.prompts import Prompt
 
-LAYERS = ("config", "prompts", "checks", "estimators", "tasks", "models", "gd", "dynamics", "train", "risk",
-          "exact", "plotting")
+LAYERS = ("config", "prompts", "checks", "estimators", "tasks", "exact", "models", "gd", "dynamics", "train",
+          "risk", "plotting")
 
 __all__ = [
     "LAYERS",

@@ -142,6 +142,13 @@ def finite_losses(losses: Tensor, first_step: int) -> None:
         )
 
 
+def sequence(name: str, value: object) -> object:
+    """An iterable of values (not a string)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
+    return value
+
+
 def boolean(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -23,7 +24,7 @@ from icl_utils.tasks.nonparametric import NonparametricTasks
 
 
 def optimal_gd_lr(n: int, dim: int, noise_var: float, prior_var: float = 1.0) -> float:
-    """The step size minimizing the risk of :func:`one_step_gd` for ``x ~ N(0, I)``, ``w ~ N(0, prior_var I)``.
+    """The step size minimizing the risk of :func:`~icl_utils.estimators.one_step_gd` for ``x ~ N(0, I)``, ``w ~ N(0, prior_var I)``.
 
     The risk is ``prior_var d (lr^2 (n+d+1)/n - 2 lr + 1) + lr^2 noise_var d / n`` (Wishart moments), minimized at
     ``lr = prior_var n / (prior_var (n+d+1) + noise_var)``.
@@ -100,7 +101,8 @@ class AttentionMoments:
     def of(cls, features: Callable[[Tensor], Tensor], task: object, *, prior_cov: Tensor | None = None,
            points: int | None = None) -> AttentionMoments:
         """Moments of ``features`` (a map from ``(K, dim)`` inputs to ``(K, N)`` features: the true basis
-        ``task.features`` or a model's ``model.features``) under ``task``'s inputs and labels, with the coefficients'
+        ``task.features`` or a model's ``model.features``) under ``task``'s inputs and labels (the query's without noise
+        for a task with ``noiseless_query``), with the coefficients'
         second moment ``prior_cov`` (default: the task's diagonal prior). Expectations over the uniform inputs use
         ``points`` nodes: the midpoint rule in one dimension (default 4096, exact for the Fourier basis below that
         frequency), a scrambled Sobol sequence otherwise (default 2^15)."""
@@ -125,7 +127,9 @@ class AttentionMoments:
         k = nodes.shape[0]
         second = ((basis @ prior) * basis).sum(1) + task.noise_var  # E[y^2 | x]
         b = phi.T @ basis / k
-        return cls(second.mean(), b @ prior @ b.T, phi.T @ phi / k, (phi * second[:, None]).T @ phi / k)
+        # A noiseless query's label carries no noise; the context's labels always do.
+        query_second = second - task.noise_var if task.noiseless_query else second
+        return cls(query_second.mean(), b @ prior @ b.T, phi.T @ phi / k, (phi * second[:, None]).T @ phi / k)
 
     def s(self, n: int) -> Tensor:
         """``E u u^T`` for ``u = (1/n) sum_i y_i phi(x_i)``."""
@@ -213,33 +217,11 @@ def best_attention_excess(moments: AttentionMoments, ns: object, noise_var: floa
     """The excess ICL risk ``R(Gamma*(n)) - sigma^2`` of linear attention with the best ``Gamma`` for each context
     length ``n`` in ``ns`` (:meth:`AttentionMoments.gamma`), from one set of moments: a numpy array of shape
     ``(len(ns),)``. ``noise_var`` is ``sigma^2``, the label noise of the task the moments describe."""
-    import numpy as np
-
     if not isinstance(moments, AttentionMoments):
         raise TypeError(f"moments must be an AttentionMoments, got {type(moments).__name__}")
-    if isinstance(ns, (str, bytes)) or not hasattr(ns, "__iter__"):
-        raise TypeError(f"ns must be a sequence of context lengths, got {type(ns).__name__}")
-    ns = [checks.positive_int("ns", n) for n in ns]
+    ns = [checks.positive_int("ns", n) for n in checks.sequence("ns", ns)]
     noise_var = checks.nonnegative_float("noise_var", noise_var)
     return np.array([moments.risk(n, moments.gamma(n)).item() - noise_var for n in ns], dtype=float)
-
-
-def empirical_and_expected_risk(model: nn.Module, pool: object, task: object) -> tuple[float, float]:
-    """A feature-attention model's ICL risk on the ``T`` prompts it was pretrained on (a
-    :class:`~icl_utils.tasks.pool.PromptPool`: the empirical risk, their mean squared error) and on new tasks of
-    ``task`` at the pool's context length (the expected risk, exact by :func:`attention_risk` with the model's own
-    ``Gamma``). Their gap measures memorization."""
-    from icl_utils.models.feature_attention import AttentionOnFeatures
-    from icl_utils.risk import model_errors
-    from icl_utils.tasks.pool import PromptPool
-
-    if not isinstance(model, AttentionOnFeatures):
-        raise TypeError(f"model must be linear attention on features (an AttentionOnFeatures), got "
-                        f"{type(model).__name__}")
-    if not isinstance(pool, PromptPool):
-        raise TypeError(f"pool must be a PromptPool, got {type(pool).__name__}")
-    empirical = model_errors(model, pool.prompts).mean().item()
-    return empirical, attention_risk(model.features, task, pool.prompts.n_context, model.gamma).item()
 
 
 def best_gd_beta_risk(task: object, n: int, beta0: Tensor | None = None) -> float:

@@ -1,4 +1,5 @@
-"""The book's house style and its recurring figures."""
+"""The book's house style and its figures: every figure that takes more than a few lines is a function here, so
+that a notebook's figure cell is one readable call. Functions shared by chapters come first, then each chapter's."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator
 from torch import Tensor
 
@@ -22,6 +24,8 @@ COLORS = {
     "Averaging": "#66a182",
     "3-nearest neighbours": "#8d6a9f",
 }
+#: Colours for series that are not a named method (several d, several r, ...), in order.
+PALETTE = ("#1b4f9c", "#2a9d8f", "#d1495b", "#e9a03b", "#8d6a9f", "#66a182")
 
 
 def use_house_style() -> None:
@@ -166,3 +170,615 @@ def plot_lines(
         ax.set_xscale("log", base=2)
     ax.legend()
     return ax
+
+
+# ---- Chapter 0: the ICL setting ----------------------------------------------
+def plot_error_per_dimension(
+    curves: Mapping[str, Tensor],
+    *,
+    dim: int,
+    noise_var: float,
+    ylim: tuple[float, float] | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Squared error divided by the dimension against the number of in-context examples, on a log scale: one line
+    per method with its 95% band (``curves`` maps a name to errors of shape ``(B, K)``, as for
+    :func:`plot_error_curves`), the noise level ``noise_var / dim`` dashed, and a grey vertical line at ``k = dim``,
+    where least squares interpolates. Draws on ``ax``, or on a new 7 x 4.5 figure; returns the figure."""
+    from icl_utils import checks
+
+    dim = checks.positive_int("dim", dim)
+    noise_var = checks.nonnegative_float("noise_var", noise_var)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    plot_error_curves(curves, ax=ax, normalize=dim, reference={"noise level": noise_var / dim},
+                      ylabel="squared error / d", logy=True, ylim=ylim)
+    ax.axvline(dim, color="0.7", linewidth=1)
+    return ax.figure
+
+
+# (end of chapter 0)
+
+
+# ---- Chapter 1: nonparametric minimax ICL ------------------------------------
+def plot_bases_and_tasks(
+    demos: Mapping[float, object], *, orders: int = 4, n_tasks: int = 3, n_examples: int = 32, seed: int = 1
+) -> Figure:
+    """Left, the cardinal B-splines ``N_0 .. N_{orders-1}``; then one panel per smoothness ``s`` of ``demos`` (``s``
+    to a one-dimensional :class:`~icl_utils.tasks.nonparametric.NonparametricTasks`): ``n_tasks`` tasks
+    ``F = beta^T f`` drawn from its prior (a CPU generator seeded ``seed`` per panel), with the noisy labels of an
+    ``n_examples``-example prompt of the first task. Returns the figure."""
+    import torch
+
+    from icl_utils.tasks.nonparametric import cardinal_bspline
+
+    if not demos or any(getattr(task, "dim", None) != 1 for task in demos.values()):
+        raise ValueError("demos must map smoothness levels to one-dimensional NonparametricTasks")
+    fig, axes = plt.subplots(1, 1 + len(demos), figsize=(11, 3.2))
+    grid = torch.linspace(-0.5, orders + 0.5, 501, dtype=torch.float64)
+    for m in range(orders):
+        axes[0].plot(grid, cardinal_bspline(grid, m), label=f"$\\mathcal{{N}}_{m}$")
+    axes[0].set(xlabel="$x$", title="cardinal B-splines")
+    axes[0].legend()
+    x = torch.linspace(0, 1, 400)[:, None]
+    for ax, (s, task) in zip(axes[1:], demos.items()):
+        draw = torch.Generator().manual_seed(seed)
+        beta = task.coefficients(n_tasks, draw)
+        for b in beta:
+            ax.plot(x[:, 0], task.features(x) @ b)
+        p = task.sample(1, n_examples, draw, weights=beta[:1])
+        ax.scatter(p.x[0, :, 0], p.y[0], s=10, color="C0", alpha=0.6, label="prompt (first task)")
+        ax.set(xlabel="$x$", ylabel="$F(x)$", title=f"{task.basis.capitalize()} tasks, $s = {s:g}$")
+        ax.legend(loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_rate_curves(
+    ns: Sequence[int], curves: Mapping[float, np.ndarray], *, oracle: Mapping[float, np.ndarray],
+    oracle_n: Sequence[int],
+) -> Figure:
+    """Excess ICL risk against the context length, one panel per smoothness ``s``: ``curves[s]`` (shape
+    ``(len(ns),)``, the best linear attention, exact) as a line labelled with its last local slope, ``oracle[s]``
+    (shape ``(len(oracle_n), 2)``: mean and standard error) as points with 95% bars labelled with their fitted slope,
+    and the rate ``n^(-2s/(2s+1))`` dashed in grey through the line's last point. Returns the figure."""
+    from icl_utils.risk import fit_slope, local_slopes
+
+    if set(curves) != set(oracle):
+        raise ValueError("curves and oracle must have the same smoothness levels")
+    fig, axes = plt.subplots(1, len(curves), figsize=(11, 3.8), sharey=True, squeeze=False)
+    axes = axes[0]
+    ns = np.asarray(ns, dtype=float)
+    for ax, (s, curve) in zip(axes, curves.items()):
+        rate = 2 * s / (2 * s + 1)
+        ax.plot(ns, curve, marker="o",
+                label=f"best linear attention (last slope {local_slopes(ns, curve)[-1]:.2f})")
+        mean, se = oracle[s][:, 0], oracle[s][:, 1]
+        ax.errorbar(oracle_n, mean, yerr=1.96 * se, fmt="s", color="C2", capsize=3,
+                    label=f"Bayes oracle (slope {fit_slope(oracle_n, mean):.2f})")
+        ax.plot(ns, curve[-1] * (ns / ns[-1]) ** -rate, color="0.5", linestyle="--", label=f"$n^{{-{rate:.2f}}}$")
+        ax.set(xscale="log", xlabel="context length $n$", title=f"$s = {s:g}$")
+        log_y(ax)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("excess ICL risk")
+    fig.tight_layout()
+    return fig
+
+
+def plot_feature_maps(
+    ns: Sequence[int], curves: Mapping[str, np.ndarray], *, history: object, runs: np.ndarray, best: int,
+    own: tuple[int, float], noise_var: float,
+) -> Figure:
+    """Two panels. Left, the training loss of every run of ``history`` (a
+    :class:`~icl_utils.train.TrainHistory` of ``S`` runs), smoothed, with the noise variance dashed. Right, excess
+    ICL risk against the context length ``ns`` for each feature map of ``curves`` (name to shape ``(len(ns),)``),
+    the other runs' curves (rows of ``runs``, shape ``(S, len(ns))``, except row ``best``) as thin lines, and a star
+    at ``own = (n, excess risk)``, the kept model with its own ``Gamma``. Returns the figure."""
+    runs = np.asarray(runs)
+    if runs.ndim != 2 or runs.shape[1] != len(ns) or not 0 <= best < runs.shape[0]:
+        raise ValueError(f"runs must have shape (S, {len(ns)}) and best must index one of its rows")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    plot_training_loss({"pretraining": history}, ax=axes[0], reference={"noise variance": noise_var})
+    plot_lines(np.array(ns), curves, ax=axes[1], xlabel="context length $n$", ylabel="excess ICL risk",
+               logx=True, logy=True)
+    for i, run in enumerate(runs):
+        if i != best:
+            axes[1].plot(ns, run, color="C2", linewidth=0.8, alpha=0.5)
+    axes[1].plot([own[0]], [own[1]], marker="*", markersize=12, color="k", linestyle="none",
+                 label="pretrained, its own $\\Gamma$")
+    axes[1].legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_memorization(
+    ts: Sequence[int], empirical: np.ndarray, expected: np.ndarray, *, per_pool: np.ndarray, noise_var: float,
+    fresh: float,
+) -> Figure:
+    """ICL risk against the number of pretraining tasks ``T`` (``ts``): the mean ``empirical`` risk on the
+    pretraining prompts and the mean ``expected`` risk on new tasks (shape ``(len(ts),)`` each), dots for each
+    pool's expected risk (``per_pool``, shape ``(len(ts), pools)``), the noise variance dashed and the risk
+    ``fresh`` of the model trained on fresh tasks dotted. Returns the figure."""
+    per_pool = np.asarray(per_pool)
+    if per_pool.ndim != 2 or per_pool.shape[0] != len(ts):
+        raise ValueError(f"per_pool must have shape ({len(ts)}, pools)")
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    series = {"pretraining tasks (empirical risk)": empirical, "new tasks (expected risk)": expected}
+    plot_lines(np.asarray(ts), series, ax=ax, xlabel="number of pretraining tasks $T$", ylabel="ICL risk", logx=True,
+               styles={"pretraining tasks (empirical risk)": dict(marker="o"),
+                       "new tasks (expected risk)": dict(marker="s")})
+    for i, (t, risks) in enumerate(zip(ts, per_pool)):
+        ax.scatter(np.full(len(risks), t), risks, s=12, color="C1", alpha=0.6,
+                   label="new tasks, each pool" if i == 0 else None)
+    ax.axhline(noise_var, color="0.5", linestyle="--", label="noise variance")
+    ax.axhline(fresh, color="k", linestyle=":", label="fresh tasks every step")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    return fig
+
+
+def plot_learner_comparison(
+    ns: Sequence[int], exact: Mapping[str, np.ndarray], monte_carlo: Mapping[str, np.ndarray]
+) -> Figure:
+    """Excess ICL risk against the context length ``ns`` (log base 2): lines with markers for the ``exact`` curves
+    (name to shape ``(len(ns),)``), and 95% error bars for the ``monte_carlo`` ones (name to shape ``(len(ns), 2)``:
+    mean and standard error). Returns the figure."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for name, curve in exact.items():
+        ax.plot(ns, curve, marker="o", label=name)
+    for name, v in monte_carlo.items():
+        v = np.asarray(v)
+        if v.shape != (len(ns), 2):
+            raise ValueError(f"monte_carlo[{name!r}] must have shape ({len(ns)}, 2), got {v.shape}")
+        ax.errorbar(ns, v[:, 0], yerr=1.96 * v[:, 1], marker="o", capsize=3, label=name)
+    ax.set(xlabel="context length $n$", ylabel="excess ICL risk")
+    log_y(ax)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.legend()
+    return fig
+
+
+def plot_task_diversity(
+    ms: Sequence[int], risks: Mapping[str, np.ndarray], *, gaussian_best: float, bayes: float,
+    ylim: tuple[float, float] = (1e-4, 5),
+) -> Figure:
+    """Excess ICL risk against the number ``M`` of tasks in the pretraining pool (``ms``), one line per entry of
+    ``risks`` (name to shape ``(len(ms),)``; a name containing "attention" is drawn in blue with circles, any other
+    in red with squares; "new" solid, else dotted), with the best attention and the Bayes risk under the Gaussian
+    prior dashed. Returns the figure."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    styles = {k: dict(marker="o" if "attention" in k else "s", linestyle="-" if "new" in k else ":",
+                      color="C0" if "attention" in k else "C3") for k in risks}
+    plot_lines(np.asarray(ms), risks, ax=ax, xlabel="number of pretraining tasks in the pool $M$",
+               ylabel="excess ICL risk", logx=True, logy=True, styles=styles)
+    ax.axhline(gaussian_best, color="C0", linestyle="--", linewidth=1, label="best attention, Gaussian prior")
+    ax.axhline(bayes, color="C2", linestyle="--", linewidth=1, label="Bayes, Gaussian prior")
+    ax.set_ylim(*ylim)
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
+
+
+# (end of chapter 1)
+
+
+# ---- Chapter 2: mean-field optimization --------------------------------------
+#: The mean-field models' colours (attention, static, modified), the same in every panel.
+MODEL_COLORS = {"attention": PALETTE[0], "static": PALETTE[1], "modified": PALETTE[2]}
+
+
+def plot_model_losses(steps: np.ndarray, losses: Mapping[str, np.ndarray], *, ax: Axes | None = None,
+                      ylabel: str = "loss", title: str | None = None) -> Axes:
+    """The training loss of several mean-field models against gradient step, on a log scale: ``losses`` maps a
+    model's name (``"attention"``, ``"static"``, ``"modified"``) to its recorded losses, shape ``(len(steps),)``;
+    the modified model is dashed, since it often runs on top of the static one."""
+    styles = {name: dict(color=MODEL_COLORS.get(name), linestyle="--" if name == "modified" else "-")
+              for name in losses}
+    ax = plot_lines(steps, losses, ax=ax, xlabel="gradient step", ylabel=ylabel, logy=True, styles=styles)
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def plot_losses_from_starts(runs: Mapping[tuple[str, str], object], *, ax: Axes | None = None,
+                            marked: tuple[str, str] = ("modified", "saddle"), title: str | None = None) -> Axes:
+    """Training losses of models from several starts on a log scale: ``runs`` maps ``(model, start)`` to a run
+    with ``steps``, ``losses`` (same shape) and ``events`` (steps), such as
+    :class:`icl_utils.dynamics.mean_field.MeanFieldRun`. Colour is the model, a solid line the first start and a
+    dotted one the others; dots on the ``marked`` run are its ``events`` (the modified dynamics' interventions)."""
+    ax = ax if ax is not None else plt.gca()
+    first_start = next(iter(runs))[1] if runs else None
+    for (name, start), run in runs.items():
+        color = MODEL_COLORS.get(name)
+        ax.plot(run.steps, run.losses, color=color, linestyle="-" if start == first_start else ":",
+                label=f"{name}, from {start}")
+        if (name, start) == tuple(marked) and run.events:
+            events = np.asarray(run.events)
+            ax.plot(events, np.interp(events, run.steps, run.losses), "o", color=color, markersize=4)
+    ax.set(xlabel="gradient step", ylabel="loss")
+    log_y(ax)
+    if title is not None:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_saddle_escape(escape: object, *, ax: Axes | None = None, title: str | None = None) -> Axes:
+    """The particles' spread against gradient step (log scale) with its fitted exponential (dashed) on the loss
+    plateau, and the loss itself in grey on a second axis. ``escape`` is a
+    :class:`icl_utils.dynamics.mean_field.SaddleEscape` (arrays ``steps``, ``spread``, ``loss`` of one length, the
+    fit's ``window``, ``rate`` and ``fitted()``)."""
+    ax = ax if ax is not None else plt.gca()
+    ax.plot(escape.steps, escape.spread, color=MODEL_COLORS["static"], label="spread of the neurons")
+    ax.plot(escape.steps[escape.window], escape.fitted(), "k--", label=f"exp({escape.rate:.4f} t)")
+    ax.set(yscale="log", xlabel="gradient step", ylabel="spread")
+    if title is not None:
+        ax.set_title(title)
+    twin = ax.twinx()
+    twin.plot(escape.steps, escape.loss, color="0.5", linewidth=1, label="loss")
+    twin.set_ylabel("loss", color="0.5")
+    twin.grid(False)
+    ax.legend(loc="center right", fontsize=8)
+    return ax
+
+
+def plot_mean_field_training(runs: Mapping[str, object], runs_from_starts: Mapping[tuple[str, str], object],
+                             escape: object, *, figsize: tuple[float, float] = (14, 3.8)) -> plt.Figure:
+    """Three panels: (a) the losses of ``runs`` (model name to a run with ``steps`` and ``losses``) on a
+    nondegenerate teacher (:func:`plot_model_losses`); (b) ``runs_from_starts`` on a degenerate teacher
+    (:func:`plot_losses_from_starts`); the plain flow's escape from the saddle (:func:`plot_saddle_escape`)."""
+    fig, axes = plt.subplots(1, 3, figsize=figsize)
+    steps = next(iter(runs.values())).steps
+    plot_model_losses(steps, {name: r.losses for name, r in runs.items()}, ax=axes[0],
+                      title="(a) nondegenerate teacher")
+    plot_losses_from_starts(runs_from_starts, ax=axes[1], title="(b) degenerate teacher")
+    plot_saddle_escape(escape, ax=axes[2], title="escape from the saddle (static)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_readout_errors(steps: np.ndarray, learned: Mapping[str, np.ndarray], random: Mapping[str, np.ndarray],
+                        teacher: Mapping[str, float], *, titles: Mapping[str, str] | None = None,
+                        figsize: tuple[float, float] | None = None) -> plt.Figure:
+    """One panel per task (the keys of ``learned``): the relative error of the best readout from the learned
+    features along training (``learned[task]``, shape ``(len(steps),)``), the range over random feature maps
+    (a grey band, ``random[task]`` of any length) and the teacher's features (``teacher[task]``, dashed)."""
+    if set(random) != set(learned) or set(teacher) != set(learned):
+        raise ValueError("learned, random and teacher must name the same tasks")
+    fig, axes = plt.subplots(1, len(learned), figsize=figsize or (5.5 * len(learned), 3.6), squeeze=False)
+    for ax, name in zip(axes[0], learned):
+        ax.plot(steps, learned[name], color=MODEL_COLORS["static"], label="learned features")
+        ax.axhspan(np.min(random[name]), np.max(random[name]), color="0.8", label="random features")
+        ax.axhline(teacher[name], color="k", linestyle="--", linewidth=1, label="teacher features")
+        ax.set(xlabel="gradient step", ylabel="relative test error", title=f"task {(titles or {}).get(name, name)}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# (end of chapter 2)
+
+
+# ---- Chapter 3: one-step GD feature learning ---------------------------------
+def plot_subspace_mass(
+    labels: Sequence[str],
+    initial: Sequence[float],
+    trained: Sequence[float],
+    *,
+    ax: Axes | None = None,
+    trained_label: str = "after one GD step",
+    ylabel: str = r"$\|W U\|_F^2 / \|W\|_F^2$",
+) -> Figure:
+    """Paired bars, one pair per setting (``labels``): the share of the first-layer weights' squared norm that lies
+    in the hidden subspace at initialization (grey) and after training (blue). ``initial`` and ``trained`` hold one
+    share in ``[0, 1]`` per label."""
+    if not len(labels) == len(initial) == len(trained) or not len(labels):
+        raise ValueError(f"labels, initial and trained must have the same non-zero length, got "
+                         f"{len(labels)}, {len(initial)} and {len(trained)}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 3.8))
+    xs = np.arange(len(labels))
+    ax.bar(xs - 0.18, initial, width=0.36, color="0.7", label="initialization")
+    ax.bar(xs + 0.18, trained, width=0.36, color=PALETTE[0], label=trained_label)
+    ax.set_xticks(xs, list(labels))
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1)
+    ax.legend()
+    return ax.figure
+
+
+def plot_risk_against_examples(
+    ns: Sequence[int],
+    by_dim: Mapping[int, Sequence[float]],
+    by_rank: Mapping[int, Sequence[float]],
+    *,
+    baseline_ns: Sequence[int] = (),
+    baselines: Mapping[str, Mapping[int, Sequence[float]]] | None = None,
+    rank_dim: int | None = None,
+    zero_risk: float = 1.0,
+) -> Figure:
+    """Test error of a pretrained model against the number of in-context examples ``n*``, in two panels sharing a
+    log y axis (x on a log2 scale).
+
+    Left: ``by_dim`` maps an ambient dimension ``d`` to the risks at ``ns`` (solid, dots, one :data:`PALETTE` colour
+    per ``d``); ``baselines`` maps a prompt-only learner's name to ``{d: risks at baseline_ns}``, drawn in the
+    colour of its ``d``, dashed for the first learner, dotted for the second, dash-dotted for a third. Right:
+    ``by_rank`` maps a subspace dimension ``r`` to the risks at ``ns`` (squares), at ambient dimension ``rank_dim``
+    (the title). A grey dash-dotted line marks ``zero_risk``, the error of predicting zero.
+    """
+    baselines = baselines or {}
+    if len(by_dim) > len(PALETTE) or len(by_rank) > len(PALETTE) or len(baselines) > 3:
+        raise ValueError(f"at most {len(PALETTE)} dimensions, {len(PALETTE)} ranks and 3 baselines can be drawn")
+    for name, curves in {"by_dim": by_dim, "by_rank": by_rank}.items():
+        if any(len(v) != len(ns) for v in curves.values()):
+            raise ValueError(f"every curve of {name} must have one risk per n in ns ({len(ns)})")
+    for name, curves in baselines.items():
+        if set(curves) - set(by_dim) or any(len(v) != len(baseline_ns) for v in curves.values()):
+            raise ValueError(f"baseline {name!r} must map dimensions of by_dim to one risk per n in baseline_ns")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True)
+    x, labels = np.asarray(ns), dict(xlabel="in-context examples $n^*$", ylabel="test squared error")
+    colors = dict(zip(by_dim, PALETTE))
+    plot_lines(x, {f"pretrained, d={d}": v for d, v in by_dim.items()}, ax=ax1, logy=True, logx=True,
+               styles={f"pretrained, d={d}": {"color": c, "marker": "o"} for d, c in colors.items()}, **labels)
+    for d, color in colors.items():
+        for (name, curves), ls in zip(baselines.items(), ("--", ":", "-.")):
+            if d in curves:
+                ax1.plot(baseline_ns, curves[d], ls, color=color, label=f"{name}, d={d}")
+    ax1.legend(fontsize=7, ncol=2)
+    plot_lines(x, {f"r={r}": v for r, v in by_rank.items()}, ax=ax2, logy=True, logx=True,
+               styles={f"r={r}": {"color": c, "marker": "s"} for r, c in zip(by_rank, PALETTE)}, **labels)
+    ax2.set_title("pretrained" if rank_dim is None else f"pretrained, d = {rank_dim}")
+    for ax in (ax1, ax2):
+        ax.axhline(zero_risk, color="0.5", linewidth=1, linestyle="-.")
+    return fig
+
+
+def plot_error_panels(
+    panels: Mapping[str, Mapping[str, Tensor]],
+    *,
+    markers: Mapping[str, tuple[float, float]] | None = None,
+    ylabel: str = "test squared error",
+    logy: bool = True,
+    figsize: tuple[float, float] = (12, 4.2),
+) -> Figure:
+    """Error curves with 95% bands (:func:`plot_error_curves`) in side-by-side panels sharing the y axis.
+
+    ``panels`` maps a panel's title to its curves (a name to squared errors of shape ``(B, K)``, prompts by prefix
+    length). ``markers`` maps a curve's name to a point ``(x, y)``, drawn as a cross in that curve's colour: a
+    reference learner's error at one prompt length.
+    """
+    markers = dict(markers or {})
+    if not panels:
+        raise ValueError("panels must hold at least one panel")
+    missing = set(markers) - {name for curves in panels.values() for name in curves}
+    if missing:
+        raise ValueError(f"markers name curves that no panel draws: {sorted(missing)}")
+    fig, axes = plt.subplots(1, len(panels), figsize=figsize, sharey=True, squeeze=False)
+    for ax, (title, curves) in zip(axes[0], panels.items()):
+        plot_error_curves(curves, ax=ax, logy=logy, ylabel=ylabel)
+        for line in list(ax.lines):
+            if line.get_label() in markers:
+                mark_x, mark_y = markers[line.get_label()]
+                ax.plot([mark_x], [mark_y], "x", color=line.get_color(), markersize=9)
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+# (end of chapter 3)
+
+
+# ---- Chapter 4: linear transformer blocks ------------------------------------
+#: Trained models as markers, closed-form optima dotted; attention alone red, with the MLP (GD-beta) blue.
+SIGNAL_STYLES = {"LSA": {"marker": "o", "color": PALETTE[2]}, "LTB": {"marker": "s", "color": PALETTE[0]},
+                 "best GD-0": {"linestyle": ":", "color": PALETTE[2]},
+                 "best GD-β": {"linestyle": ":", "color": PALETTE[0]}}
+
+
+def plot_risk_against_signal(
+    norms: Sequence[float],
+    risks: Mapping[str, Sequence[float]],
+    *,
+    bayes: float | None = None,
+    styles: Mapping[str, dict] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """ICL risk against the norm of the shared signal ``||beta*||``: one line per model (``risks`` maps a name to
+    its risks, one per entry of ``norms``), styled by ``styles`` (default :data:`SIGNAL_STYLES`), and the Bayes
+    risk, which does not depend on ``beta*``, as a dashed horizontal line."""
+    series = {name: np.asarray(values, dtype=float) for name, values in risks.items()}
+    for name, values in series.items():
+        if values.shape != (len(norms),):
+            raise ValueError(f"risks[{name!r}] must hold one risk per norm ({len(norms)}), got shape {values.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4.2))
+    plot_lines(np.asarray(norms, dtype=float), series, ax=ax, styles=SIGNAL_STYLES if styles is None else styles,
+               xlabel=r"norm of the shared signal $\|\beta^*\|$", ylabel="ICL risk")
+    if bayes is not None:
+        ax.axhline(bayes, linestyle="--", color="0.4", label="Bayes")
+    ax.legend()
+    return ax
+
+
+def _scatter_on_diagonal(ax: Axes, x: Tensor, y: Tensor, lims: Sequence[float], **scatter) -> None:
+    """A scatter plot of ``y`` against ``x`` (CPU tensors of one shape) with the dashed line ``y = x`` over
+    ``lims``: points on it agree."""
+    ax.scatter(x, y, **scatter)
+    ax.plot(lims, lims, "--", color="0.4", label="equal")
+    ax.legend()
+
+
+def plot_gd_beta_reading(
+    pred_read: Tensor, pred_ltb: Tensor, gamma_star: Tensor, gamma_read: Tensor, *, k: int = 2000
+) -> Figure:
+    """Two panels on the GD-beta model read off a trained LTB. Left, the LTB's predictions ``pred_ltb`` against
+    the read model's ``pred_read`` (both shape ``(B,)``, the first ``k`` prompts); right, the read step
+    ``gamma_read`` against the optimal ``gamma_star`` entry by entry (both ``(d, d)``)."""
+    if pred_read.shape != pred_ltb.shape or pred_read.ndim != 1:
+        raise ValueError(f"pred_read and pred_ltb must both have shape (B,), got {tuple(pred_read.shape)} and "
+                         f"{tuple(pred_ltb.shape)}")
+    if gamma_star.shape != gamma_read.shape or gamma_star.ndim != 2:
+        raise ValueError(f"gamma_star and gamma_read must both have shape (d, d), got {tuple(gamma_star.shape)} "
+                         f"and {tuple(gamma_read.shape)}")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
+    pred_read, pred_ltb = pred_read[:k].detach().cpu(), pred_ltb[:k].detach().cpu()
+    _scatter_on_diagonal(ax1, pred_read, pred_ltb, [pred_ltb.min().item(), pred_ltb.max().item()], s=4, alpha=0.5,
+                         color=PALETTE[0])
+    ax1.set(xlabel="GD-β read off the LTB", ylabel="trained LTB")
+    gamma_star = gamma_star.detach().cpu()
+    _scatter_on_diagonal(ax2, gamma_star.flatten(), gamma_read.detach().cpu().flatten(),
+                         [gamma_star.min().item(), gamma_star.max().item()], color=PALETTE[2], label="entries of Γ")
+    ax2.set(xlabel=r"optimal step $\Gamma^*$ (closed form)", ylabel=r"step $\Gamma$ read off the LTB")
+    return fig
+
+
+def plot_risk_ratios_against_n(
+    ns: Sequence[int],
+    ratios: Mapping[tuple[float, int], Mapping[str, float]],
+    *,
+    snrs: Sequence[float],
+    linestyles: Mapping[str, str] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """ICL risk relative to the Bayes risk against the number of context examples, on log-log axes: one colour per
+    signal-to-noise ratio in ``snrs``, one line style per method (``linestyles``, name to style; default GD-β
+    solid with markers, GD-0 dotted, GD++ dashed). ``ratios[snr, n][method]`` is the ratio at ``n`` in ``ns``."""
+    if len(snrs) > len(PALETTE):
+        raise ValueError(f"at most {len(PALETTE)} signal-to-noise ratios can be told apart, got {len(snrs)}")
+    linestyles = {"GD-β": "-", "GD-0": ":", "GD++": "--"} if linestyles is None else linestyles
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4.5))
+    ns = np.asarray(ns)
+    series, styles = {}, {}
+    for snr, color in zip(snrs, PALETTE):
+        for i, (method, style) in enumerate(linestyles.items()):
+            label = f"{method}, SNR {snr:g}"
+            series[label] = np.array([ratios[snr, m][method] for m in ns])
+            styles[label] = {"color": color, "linestyle": style, "marker": "o" if i == 0 else None}
+    plot_lines(ns, series, ax=ax, styles=styles, xlabel="number of context examples $n$",
+               ylabel="ICL risk / Bayes risk", logy=True)
+    ax.set_xscale("log")
+    ax.set_xticks(ns, [str(m) for m in ns])
+    ax.minorticks_off()
+    ax.legend(ncol=3, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    return ax
+
+
+# (end of chapter 4)
+
+
+# ---- Chapter 5: softmax stage-wise convergence -------------------------------
+def plot_feature_errors(histories: Mapping[str, object], *, level: float | None = None) -> Figure:
+    """Per-feature prediction error ``L_k`` against gradient-descent step, one panel per run (shared log y axis).
+
+    ``histories`` maps a panel title to a :class:`~icl_utils.gd.GDHistory` with ``steps`` of shape ``(T,)`` and
+    ``records["loss_k"]`` of shape ``(T, K)``. Feature 1 (the dominant one) is a thick blue line, the others
+    shades of orange; ``level`` draws a dashed horizontal line (the error at which a feature counts as learned).
+    """
+    if not histories:
+        raise ValueError("histories must name at least one run")
+    fig, axes = plt.subplots(1, len(histories), figsize=(5.5 * len(histories), 4), sharey=True, squeeze=False)
+    for ax, (title, hist) in zip(axes[0], histories.items()):
+        loss_k = np.asarray(hist.records["loss_k"])
+        n = loss_k.shape[1]
+        series = {f"$L_{{{k + 1}}}$": loss_k[:, k] for k in range(n)}
+        styles = {name: {"color": PALETTE[0], "linewidth": 2.5} if k == 0 else
+                  {"color": plt.cm.Oranges(0.35 + 0.6 * k / n), "linewidth": 1.2} for k, name in enumerate(series)}
+        plot_lines(hist.steps, series, ax=ax, ylabel="prediction error $L_k$", logy=True, styles=styles)
+        if level is not None:
+            ax.axhline(level, linestyle="--", color="0.5", linewidth=1)
+        ax.set_title(title)
+        ax.legend(ncol=2, fontsize=8)
+    return fig
+
+
+def plot_attention_snapshots(steps: np.ndarray, attn: np.ndarray, *, at: Sequence[int]) -> Figure:
+    """Heatmaps of the expected attention (see :func:`plot_attention_heatmaps`) at the recorded steps ``at``
+    (each rounded up to the next recorded step). ``steps``: shape ``(T,)``; ``attn``: shape ``(T, K, K)``."""
+    steps, attn = np.asarray(steps), np.asarray(attn)
+    if attn.ndim != 3 or attn.shape[0] != len(steps):
+        raise ValueError(f"attn must be (T, K, K) with T = len(steps) = {len(steps)}, got {attn.shape}")
+    picks = [min(int(np.searchsorted(steps, t)), len(steps) - 1) for t in at]
+    fig, axes = plt.subplots(1, len(picks), figsize=(3.5 * len(picks), 3.6), constrained_layout=True,
+                             squeeze=False)
+    plot_attention_heatmaps([attn[i] for i in picks], [f"step {steps[i]}" for i in picks], axes=axes[0])
+    return fig
+
+
+def plot_phase_weights(steps: np.ndarray, w: np.ndarray, *, feature: int, other: int,
+                       boundaries: Sequence[float]) -> Figure:
+    """The bilinear weights of an under-represented feature ``k = feature`` (0-based) against step: ``A_k`` (to
+    its own feature), ``B_{k,1}`` (to the dominant feature 0) and ``B_{k,m}`` (to feature ``m = other``), with
+    the four phases shaded and labelled I-IV. ``steps``: shape ``(T,)``; ``w``: shape ``(T, K, K)`` with
+    ``w[t, m, k] = v_m^T Q v_k``; ``boundaries``: the three steps that end phases I, II and III."""
+    steps, w = np.asarray(steps), np.asarray(w)
+    if w.ndim != 3 or w.shape[0] != len(steps) or len(boundaries) != 3:
+        raise ValueError("w must be (T, K, K) with T = len(steps), and boundaries must hold three steps")
+    k, m = feature, other
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    plot_lines(steps, {f"$A_{{{k + 1}}}$": w[:, k, k], f"$B_{{{k + 1},1}}$": w[:, 0, k],
+                       f"$B_{{{k + 1},{m + 1}}}$": w[:, m, k]}, ax=ax, ylabel="weight")
+    edges = np.minimum([0, *boundaries, steps[-1]], steps[-1])
+    for lo, hi, label, shade in zip(edges[:-1], edges[1:], ["I", "II", "III", "IV"], [0.95, 0.88, 0.95, 0.88]):
+        ax.axvspan(lo, hi, color=str(shade), zorder=0)
+        ax.text((lo + hi) / 2, ax.get_ylim()[1] * 0.92, label, ha="center")
+    ax.set_xlim(0, steps[-1])
+    return fig
+
+
+def plot_convergence_scaling(ks: np.ndarray, slowest: np.ndarray, dominant: np.ndarray, *, slope: float,
+                             shape_slope: float) -> Figure:
+    """Steps to convergence against the number of features ``K`` (all shape ``(len(ks),)``), log-log: the slowest
+    under-represented feature (legend with its fitted ``slope``), the dominant feature, and the ``K^2 log K``
+    shape of the bound matched at the first ``K`` (legend with its own log-log slope ``shape_slope``)."""
+    ks, slowest, dominant = np.asarray(ks), np.asarray(slowest), np.asarray(dominant)
+    if not (ks.shape == slowest.shape == dominant.shape) or ks.ndim != 1:
+        raise ValueError("ks, slowest and dominant must be 1-D arrays of the same length")
+    fig, ax = plt.subplots()
+    ax.loglog(ks, slowest, "o-", color=PALETTE[2], label=f"slowest rare feature (slope {slope:.2f})")
+    ax.loglog(ks, dominant, "s-", color=PALETTE[0], label="dominant feature")
+    shape = ks**2 * np.log(ks)
+    ax.loglog(ks, shape * slowest[0] / shape[0], "--", color="0.4", label=f"$K^2 \\log K$ (slope {shape_slope:.2f})")
+    ax.set_xlabel("number of features $K$")
+    ax.set_ylabel("gradient-descent steps to $L_k \\leq \\epsilon$")
+    ax.legend()
+    return fig
+# (end of chapter 5)
+
+
+# ---- Chapter A: the performance appendix -------------------------------------
+def plot_training_speed(results: Sequence[Mapping]) -> Figure:
+    """The training-speed results files of ``benchmarks/train_speed.py`` side by side, one bar colour per file.
+
+    Left, training prompts per second of each training loop (log scale from the power of ten at or below the
+    slowest);
+    right, the wall time of ``S`` models trained together with ``train_ensemble`` relative to one, per case (a
+    dotted line at 1). Each result is a parsed JSON file with ``device``, ``config``, ``rows`` (``name``,
+    ``prompts_per_s``) and ``ensembles`` (``name``, ``models``, ``time_ratio``); cases a file did not time are
+    left out of its bars."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    width = 0.8 / max(len(results), 1)
+    names = list(dict.fromkeys(row["name"] for r in results for row in r["rows"]))
+    cases = list(dict.fromkeys(e["name"] for r in results for e in r["ensembles"]))
+    for i, r in enumerate(results):
+        values = {row["name"]: row["prompts_per_s"] for row in r["rows"]}
+        axes[0].bar(np.arange(len(names)) + i * width, [values.get(n, np.nan) for n in names], width,
+                    label=f"{r['device']} ({r['config']})")
+        ratios = {e["name"]: e["time_ratio"] for e in r["ensembles"]}
+        axes[1].bar(np.arange(len(cases)) + i * width, [ratios.get(c, np.nan) for c in cases], width,
+                    label=f"{r['device']}: {r['ensembles'][0]['models']} models" if ratios else None)
+    centre = width * (len(results) - 1) / 2
+    lowest = min((row["prompts_per_s"] for r in results for row in r["rows"]), default=1.0)
+    axes[0].set_xticks(np.arange(len(names)) + centre, names, rotation=15)
+    axes[0].set(yscale="log", ylim=(10 ** np.floor(np.log10(lowest)), None), ylabel="training prompts per second",
+                title="one training run")
+    highest = max((e["time_ratio"] for r in results for e in r["ensembles"]), default=1.0)
+    axes[1].set_xticks(np.arange(len(cases)) + centre, cases, rotation=15)
+    axes[1].axhline(1.0, color="k", lw=0.8, ls=":")
+    axes[1].set(ylim=(0, 1.45 * highest), ylabel="wall time relative to one model",  # room for the legend
+                title="S models at once (train_ensemble)")
+    for ax in axes:
+        ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+# (end of chapter A)

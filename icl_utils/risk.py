@@ -18,8 +18,11 @@ import torch
 from torch import Tensor, nn
 
 from icl_utils import checks
+from icl_utils.exact import attention_risk
 from icl_utils.models.base import evaluating
+from icl_utils.models.feature_attention import AttentionOnFeatures
 from icl_utils.prompts import Prompt, TaskFamily, squared_errors
+from icl_utils.tasks.pool import PromptPool
 
 Estimator = Callable[[Prompt], Tensor]
 
@@ -92,14 +95,20 @@ def query_risk(
     return mean, math.sqrt(max(total_sq / n_prompts - mean * mean, 0.0) / (n_prompts - 1))
 
 
-def fit_slope(ns: Sequence[float], risks: Sequence[float]) -> float:
-    """The slope of ``log risk`` against ``log n`` by least squares: the empirical rate exponent."""
+def _log_log(ns: Sequence[float], risks: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """``(log n, log risk)`` of a curve, checked: two sequences of one length (at least 2), positive and finite."""
     ns, risks = np.asarray(ns, dtype=float), np.asarray(risks, dtype=float)
     if ns.shape != risks.shape or ns.ndim != 1 or len(ns) < 2:
         raise ValueError("ns and risks must be sequences of the same length, at least 2")
     if not (np.isfinite(ns).all() and np.isfinite(risks).all() and (ns > 0).all() and (risks > 0).all()):
         raise ValueError("ns and risks must be positive and finite")
-    return float(np.polyfit(np.log(ns), np.log(risks), 1)[0])
+    return np.log(ns), np.log(risks)
+
+
+def fit_slope(ns: Sequence[float], risks: Sequence[float]) -> float:
+    """The slope of ``log risk`` against ``log n`` by least squares: the empirical rate exponent."""
+    log_n, log_risk = _log_log(ns, risks)
+    return float(np.polyfit(log_n, log_risk, 1)[0])
 
 
 def first_n_below(ns: Sequence[int], risks: Sequence[float], level: float) -> int | None:
@@ -110,7 +119,7 @@ def first_n_below(ns: Sequence[int], risks: Sequence[float], level: float) -> in
         raise ValueError(f"ns and risks must be sequences of the same length, got {len(ns)} and {risks.shape}")
     if np.isnan(risks).any():
         raise ValueError("risks must not be nan")
-    level = float(level)
+    level = checks.nonnegative_float("level", level)
     return next((n for n, value in zip(ns, risks) if value <= level), None)
 
 
@@ -123,8 +132,7 @@ def query_risk_curves(
     estimator in the given order gets its own ``n_prompts`` fresh prompts from ``generator``."""
     if not isinstance(predictors, dict) or not predictors:
         raise TypeError("predictors must be a non-empty dict from names to estimators")
-    if isinstance(ns, (str, bytes)) or not hasattr(ns, "__iter__"):
-        raise TypeError(f"ns must be a sequence of context lengths, got {type(ns).__name__}")
+    checks.sequence("ns", ns)
     curves: dict[str, list] = {name: [] for name in predictors}
     for n in ns:
         for name, predict in predictors.items():
@@ -135,9 +143,19 @@ def query_risk_curves(
 def local_slopes(ns: Sequence[float], risks: Sequence[float]) -> np.ndarray:
     """The slopes of ``log risk`` against ``log n`` between consecutive points, shape ``(len(ns) - 1,)``: how the
     empirical rate exponent drifts along a curve (:func:`fit_slope` fits one over the whole curve)."""
-    ns, risks = np.asarray(ns, dtype=float), np.asarray(risks, dtype=float)
-    if ns.shape != risks.shape or ns.ndim != 1 or len(ns) < 2:
-        raise ValueError("ns and risks must be sequences of the same length, at least 2")
-    if not (np.isfinite(ns).all() and np.isfinite(risks).all() and (ns > 0).all() and (risks > 0).all()):
-        raise ValueError("ns and risks must be positive and finite")
-    return np.diff(np.log(risks)) / np.diff(np.log(ns))
+    log_n, log_risk = _log_log(ns, risks)
+    return np.diff(log_risk) / np.diff(log_n)
+
+
+def empirical_and_expected_risk(model: nn.Module, pool: object, task: object) -> tuple[float, float]:
+    """A feature-attention model's ICL risk on the ``T`` prompts it was pretrained on (a
+    :class:`~icl_utils.tasks.pool.PromptPool`: the empirical risk, their mean squared error) and on new tasks of
+    ``task`` at the pool's context length (the expected risk, exact by :func:`~icl_utils.exact.attention_risk` with the model's own
+    ``Gamma``). Their gap measures memorization."""
+    if not isinstance(model, AttentionOnFeatures):
+        raise TypeError(f"model must be linear attention on features (an AttentionOnFeatures), got "
+                        f"{type(model).__name__}")
+    if not isinstance(pool, PromptPool):
+        raise TypeError(f"pool must be a PromptPool, got {type(pool).__name__}")
+    empirical = model_errors(model, pool.prompts).mean().item()
+    return empirical, attention_risk(model.features, task, pool.prompts.n_context, model.gamma).item()

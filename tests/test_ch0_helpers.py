@@ -1,0 +1,47 @@
+"""Chapter 0's figure function draws what its docstring says (checked on the artists, not on pixels)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from icl_utils.plotting import plot_error_per_dimension  # noqa: E402
+
+
+def test_error_per_dimension_draws_normalized_curves_noise_level_and_interpolation_line():
+    dim, noise_var = 5, 0.25
+    curves = {"Least squares": torch.full((8, 11), 2.0), "Transformer": torch.full((8, 11), 1.0)}
+    fig = plot_error_per_dimension(curves, dim=dim, noise_var=noise_var, ylim=(0.03, 3.0))
+    (ax,) = fig.axes
+    assert tuple(fig.get_size_inches()) == (7.0, 4.5)
+    lines = {line.get_label(): line for line in ax.lines}
+    # Two methods, the dashed noise level, and the unlabelled vertical line at k = d.
+    assert len(ax.lines) == 4
+    np.testing.assert_allclose(lines["Least squares"].get_ydata(), 2.0 / dim)
+    np.testing.assert_allclose(lines["Transformer"].get_ydata(), 1.0 / dim)
+    np.testing.assert_allclose(lines["noise level"].get_ydata(), noise_var / dim)
+    assert lines["noise level"].get_linestyle() == "--"
+    assert list(ax.lines[-1].get_xdata()) == [dim, dim]
+    assert ax.get_yscale() == "log" and ax.get_ylim() == pytest.approx((0.03, 3.0))
+    assert ax.get_ylabel() == "squared error / d"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["Least squares", "Transformer", "noise level"]
+    plt.close(fig)
+
+
+def test_error_per_dimension_draws_on_the_given_axes():
+    fig, ax = plt.subplots()
+    out = plot_error_per_dimension({"Bayes": torch.ones(4, 6)}, dim=2, noise_var=0.0, ax=ax)
+    assert out is fig and len(ax.lines) == 3
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("kwargs, error", [({"dim": 0, "noise_var": 0.1}, ValueError),
+                                           ({"dim": 2.5, "noise_var": 0.1}, TypeError),
+                                           ({"dim": 3, "noise_var": -1.0}, ValueError)])
+def test_error_per_dimension_checks_its_arguments(kwargs, error):
+    with pytest.raises(error):
+        plot_error_per_dimension({"Bayes": torch.ones(4, 6)}, **kwargs)
+    plt.close("all")

@@ -1,0 +1,184 @@
+"""Chapter 1's helpers: prior draws of coefficients, the best-Gamma excess-risk curve, the empirical and expected
+risk of a pool-trained model, risk curves of several estimators, local slopes, and the chapter's figures (checked
+on the artists, not on pixels)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from icl_utils import plotting  # noqa: E402
+from icl_utils.exact import (  # noqa: E402
+    AttentionMoments, attention_risk, best_attention_excess,
+)
+from icl_utils.models import MLPAttention  # noqa: E402
+from icl_utils.risk import empirical_and_expected_risk, local_slopes, query_risk, query_risk_curves  # noqa: E402
+from icl_utils.tasks.nonparametric import NonparametricTasks  # noqa: E402
+from icl_utils.tasks.pool import PromptPool  # noqa: E402
+from icl_utils.train import TrainHistory  # noqa: E402
+
+
+def test_coefficients_are_the_draws_of_sample_and_have_the_prior_variance():
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=8, noise_std=0.5)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    beta = task.coefficients(5, g1)
+    assert beta.shape == (5, 8) and beta.dtype == torch.float32
+    # sample() without weights draws exactly these coefficients, then the inputs and the noise.
+    a, b = task.sample(5, 4, g1, weights=beta), task.sample(5, 4, g2)
+    torch.testing.assert_close(a.y, b.y, rtol=0, atol=0)
+    torch.testing.assert_close(a.y_query, b.y_query, rtol=0, atol=0)
+    many = task.coefficients(200_000, torch.Generator().manual_seed(0)).double()
+    torch.testing.assert_close(many.var(0), task.prior_var(), rtol=0.02, atol=0)
+    with pytest.raises(ValueError, match="batch"):
+        task.coefficients(0, g1)
+    with pytest.raises(TypeError, match="generator"):
+        task.coefficients(2, 0)
+
+
+def test_best_attention_excess_of_one_constant_feature_matches_the_hand_computation():
+    # With phi = 1: G = 1, C = lambda_1 = 1, W = c = sum(lambda) + sigma^2, S = 1 + (c - 1)/n, Gamma* = 1/S and the
+    # risk is c - 1/S, so the excess risk is sum(lambda) - 1/S.
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=16, noise_std=0.5)
+    moments = AttentionMoments.of(lambda x: torch.ones(*x.shape[:-1], 1, dtype=x.dtype), task)
+    ns = [1, 4, 64]
+    total = task.prior_var().sum().item()
+    c = total + task.noise_var
+    expected = [total - 1 / (1 + (c - 1) / n) for n in ns]
+    curve = best_attention_excess(moments, ns, task.noise_var)
+    assert isinstance(curve, np.ndarray) and curve.shape == (3,)
+    np.testing.assert_allclose(curve, expected, rtol=1e-10)
+    with pytest.raises(TypeError, match="moments"):
+        best_attention_excess(task, ns, 0.25)
+    with pytest.raises(ValueError, match="ns"):
+        best_attention_excess(moments, [0], 0.25)
+    with pytest.raises(ValueError, match="noise_var"):
+        best_attention_excess(moments, ns, -1.0)
+
+
+def test_empirical_and_expected_risk_match_the_pool_errors_and_monte_carlo():
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=8, noise_std=0.5)
+    torch.manual_seed(0)
+    model = MLPAttention(1, 4, hidden=8, input_scale=3.0)
+    g = torch.Generator().manual_seed(1)
+    pool = PromptPool(task.sample(64, 8, g))
+    empirical, expected = empirical_and_expected_risk(model, pool, task)
+    with torch.no_grad():
+        by_hand = (model(pool.prompts) - pool.prompts.y_query).square().mean().item()
+    assert empirical == pytest.approx(by_hand, rel=1e-6)
+    assert expected == pytest.approx(attention_risk(model.features, task, 8, model.gamma).item(), rel=1e-12)
+    mean, se = query_risk(model.predict, task, 8, 40_000, g)
+    assert abs(expected - mean) < 4 * se
+    with pytest.raises(TypeError, match="model"):
+        empirical_and_expected_risk(torch.nn.Linear(1, 1), pool, task)
+    with pytest.raises(TypeError, match="pool"):
+        empirical_and_expected_risk(model, pool.prompts, task)
+
+
+def test_query_risk_curves_score_each_n_then_each_estimator_in_order():
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=8, noise_std=0.5)
+    zero = lambda p: torch.zeros(p.batch_size)  # noqa: E731
+    predictors = {"oracle": task.posterior_mean, "zero": zero}
+    curves = query_risk_curves(predictors, task, [2, 6], 100, torch.Generator().manual_seed(5), chunk_size=30)
+    g = torch.Generator().manual_seed(5)
+    by_hand = {"oracle": [], "zero": []}
+    for n in (2, 6):
+        for name, predict in predictors.items():
+            by_hand[name].append(query_risk(predict, task, n, 100, g, chunk_size=30))
+    for name in predictors:
+        assert curves[name].shape == (2, 2)
+        np.testing.assert_array_equal(curves[name], np.array(by_hand[name]))
+    with pytest.raises(TypeError, match="predictors"):
+        query_risk_curves(task.posterior_mean, task, [2], 100, g)
+    with pytest.raises(TypeError, match="ns"):
+        query_risk_curves(predictors, task, 2, 100, g)
+
+
+def test_local_slopes_of_a_power_law_are_its_exponent():
+    ns = np.array([4, 16, 64, 256])
+    np.testing.assert_allclose(local_slopes(ns, 3.0 * ns**-0.7), [-0.7] * 3)
+    np.testing.assert_allclose(local_slopes([1, 2, 4], [1.0, 0.5, 0.5]), [-1.0, 0.0], atol=1e-15)
+    with pytest.raises(ValueError, match="same length"):
+        local_slopes([1, 2], [1.0])
+    with pytest.raises(ValueError, match="positive"):
+        local_slopes([1, 2], [1.0, 0.0])
+
+
+def test_plot_bases_and_tasks_draws_splines_tasks_and_prompt():
+    demos = {s: NonparametricTasks(dim=1, smoothness=s, n_basis=16, noise_std=0.5) for s in (0.5, 2.0)}
+    fig = plotting.plot_bases_and_tasks(demos, orders=3, n_tasks=2, n_examples=10)
+    assert len(fig.axes) == 3
+    assert len(fig.axes[0].lines) == 3
+    for ax in fig.axes[1:]:
+        assert len(ax.lines) == 2 and len(ax.collections[0].get_offsets()) == 10
+    assert fig.axes[2].get_title() == "Fourier tasks, $s = 2$"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        plotting.plot_bases_and_tasks({1.0: NonparametricTasks(dim=2, smoothness=1.0)})
+
+
+def test_plot_rate_curves_draws_a_panel_per_smoothness_with_slopes_in_the_labels():
+    ns = [16, 64, 256]
+    curves = {1.0: np.array([1.0, 0.5, 0.25]), 2.0: np.array([1.0, 0.25, 0.0625])}
+    oracle = {s: np.array([[0.4, 0.01], [0.1, 0.01]]) for s in curves}
+    fig = plotting.plot_rate_curves(ns, curves, oracle=oracle, oracle_n=[16, 256])
+    assert len(fig.axes) == 2
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert labels[0] == "best linear attention (last slope -1.00)"
+    assert labels[1] == "$n^{-0.80}$"
+    assert labels[2] == "Bayes oracle (slope -0.50)"
+    assert fig.axes[0].get_ylabel() == "excess ICL risk" and fig.axes[0].get_xscale() == "log"
+    plt.close(fig)
+
+
+def test_plot_feature_maps_draws_losses_curves_other_runs_and_the_star():
+    history = TrainHistory(losses=np.abs(np.random.default_rng(0).normal(size=(100, 3))) + 0.3, seconds=1.0)
+    ns = [16, 64, 256]
+    curves = {"true basis": np.array([0.3, 0.1, 0.03]), "pretrained MLP": np.array([0.4, 0.2, 0.1])}
+    runs = np.array([[0.5, 0.3, 0.2], [0.4, 0.2, 0.1], [0.6, 0.4, 0.3]])
+    fig = plotting.plot_feature_maps(ns, curves, history=history, runs=runs, best=1, own=(32, 0.2), noise_var=0.25)
+    left, right = fig.axes
+    assert len(left.lines) == 3 + 1  # three runs and the noise variance
+    assert len(right.lines) == 2 + 2 + 1  # two feature maps, two other runs, the star
+    assert right.lines[-1].get_marker() == "*"
+    with pytest.raises(ValueError, match="runs"):
+        plotting.plot_feature_maps(ns, curves, history=history, runs=runs, best=3, own=(32, 0.2), noise_var=0.25)
+    plt.close(fig)
+
+
+def test_plot_memorization_draws_means_pool_dots_and_reference_levels():
+    ts = [16, 64, 256]
+    fig = plotting.plot_memorization(ts, np.array([0.0, 0.1, 0.3]), np.array([2.0, 1.0, 0.5]),
+                                     per_pool=np.array([[2.5, 1.5], [1.1, 0.9], [0.6, 0.4]]), noise_var=0.25,
+                                     fresh=0.4)
+    (ax,) = fig.axes
+    assert len(ax.lines) == 4 and len(ax.collections) == 3
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "new tasks, each pool" in labels and "fresh tasks every step" in labels
+    plt.close(fig)
+
+
+def test_plot_learner_comparison_draws_exact_lines_and_error_bars():
+    ns = [16, 64]
+    fig = plotting.plot_learner_comparison(ns, {"exact": np.array([0.2, 0.1])},
+                                           {"mc": np.array([[0.3, 0.01], [0.2, 0.01]])})
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["exact", "mc"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["16", "64"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="monte_carlo"):
+        plotting.plot_learner_comparison(ns, {}, {"mc": np.array([0.3, 0.2])})
+
+
+def test_plot_task_diversity_styles_attention_and_dmmse():
+    ms = [1, 4, 16]
+    risks = {"attention, new tasks": np.array([1.0, 0.2, 0.1]), "dMMSE, pool tasks": np.array([0.01, 0.02, 0.03])}
+    fig = plotting.plot_task_diversity(ms, risks, gaussian_best=0.1, bayes=0.05)
+    (ax,) = fig.axes
+    lines = {line.get_label(): line for line in ax.lines}
+    assert lines["attention, new tasks"].get_marker() == "o" and lines["attention, new tasks"].get_linestyle() == "-"
+    assert lines["dMMSE, pool tasks"].get_marker() == "s" and lines["dMMSE, pool tasks"].get_linestyle() == ":"
+    assert len(ax.lines) == 4 and ax.get_ylim() == pytest.approx((1e-4, 5))
+    plt.close(fig)
