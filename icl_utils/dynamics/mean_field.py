@@ -221,9 +221,9 @@ def run_gradient_descent(model: str, targets: Tensor, x: Tensor, init: Tensor, *
     if model == "attention":
         if record is not None:
             raise ValueError("record is for the static and modified models; the attention model records its loss")
-        gamma_lr = checks.nonnegative_float("gamma_lr", gamma_lr, strict=True) if gamma_lr is not None else None
         if gamma_lr is None:
             raise ValueError("gamma_lr must be given for the attention model")
+        gamma_lr = checks.nonnegative_float("gamma_lr", gamma_lr, strict=True)
         theta0 = {"particles": init, "gamma": torch.eye(k, dtype=init.dtype, device=init.device)}
         theta, history = gradient_descent(
             lambda theta: attention_loss(theta["particles"], theta["gamma"], targets, x), theta0,

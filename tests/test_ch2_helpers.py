@@ -1,0 +1,158 @@
+"""Chapter 2's machinery: the three mean-field models' gradient descent, the saddle-escape fit, the mixture path
+towards the teacher, the readout error, and the chapter's figures."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from icl_utils.dynamics import mean_field as mf  # noqa: E402
+from icl_utils.gd import GDHistory  # noqa: E402
+from icl_utils.plotting import plot_mean_field_training, plot_model_losses, plot_readout_errors  # noqa: E402
+from icl_utils.tasks.features import TeacherFeatures, sigmoid_network  # noqa: E402
+
+D, K, M = 5, 2, 8
+
+
+@pytest.fixture
+def problem():
+    teacher = TeacherFeatures(dim=D, k=K, width=6, seed=3, n_whiten=4096)
+    x = teacher.inputs(512, torch.Generator().manual_seed(1)).double()
+    init = mf.init_particles(M, D, K, torch.Generator().manual_seed(2)).double()
+    return teacher, x, teacher.features(x), init
+
+
+def test_attention_model_matches_descent_on_the_flattened_vector(problem):
+    """Named blocks with their own step sizes give bitwise the update of one vector with per-coordinate steps."""
+    _, x, f, init = problem
+    run = mf.run_gradient_descent("attention", f, x, init, steps=5, eta=0.2, gamma_lr=5.0, progress=False)
+    size = init.numel()
+    theta = torch.cat([init.flatten(), torch.eye(K, dtype=init.dtype).flatten()])
+    lr = torch.cat([torch.full((size,), 0.2 * M, dtype=init.dtype), torch.full((K * K,), 5.0, dtype=init.dtype)])
+    for _ in range(5):
+        theta.requires_grad_(True)
+        loss = mf.attention_loss(theta[:size].view(M, -1), theta[size:].view(K, K), f, x)
+        (grad,) = torch.autograd.grad(loss, theta)
+        theta = (theta - lr * grad).detach()
+    assert torch.equal(run.particles, theta[:size].view(M, -1)) and torch.equal(run.gamma, theta[size:].view(K, K))
+    assert run.events == [] and len(run.losses) == len(run.steps) == 2  # steps 0 and 5
+
+
+@pytest.mark.filterwarnings("ignore:Sigma_mu,mu is nearly singular")  # the flat start's features are collinear
+def test_static_and_modified_models(problem):
+    _, x, f, init = problem
+    static = mf.run_gradient_descent("static", f, x, init, steps=20, eta=0.2, record_every=10, progress=False)
+    assert static.gamma is None and static.events == [] and list(static.steps) == [0, 10, 20]
+    assert static.losses[-1] < static.losses[0]
+    manual = init.clone()
+    for _ in range(20):
+        manual.requires_grad_(True)
+        (grad,) = torch.autograd.grad(mf.static_loss(manual, f, x, K), manual)
+        manual = (manual - 0.2 * M * grad).detach()
+    torch.testing.assert_close(static.particles, manual, rtol=0, atol=1e-12)
+    # a flat start (all neurons equal) stalls, so the modified dynamics intervene after `patience` steps
+    flat = init[:1].repeat(M, 1)
+    g = torch.Generator().manual_seed(7)
+    modified = mf.run_gradient_descent("modified", f, x, flat, steps=105, eta=1e-6, generator=g, progress=False)
+    assert modified.events == [100]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(model="linear"), ValueError, "model must be one of"),
+        (dict(model="attention"), ValueError, "gamma_lr must be given"),
+        (dict(model="attention", gamma_lr=1.0, record=lambda t: {}), ValueError, "record is for the static"),
+        (dict(model="modified"), TypeError, "generator must be a torch.Generator"),
+        (dict(model="static", eta=0.0), ValueError, "eta must be > 0"),
+        (dict(model="static", init=torch.zeros(4, D + 1)), ValueError, "particles must be a tensor of shape"),
+    ],
+)
+def test_run_gradient_descent_checks_its_arguments(problem, kwargs, error, match):
+    _, x, f, init = problem
+    args = dict(init=init, eta=0.1) | kwargs
+    model, init = args.pop("model"), args.pop("init")
+    with pytest.raises(error, match=match):
+        mf.run_gradient_descent(model, f, x, init, steps=2, progress=False, **args)
+
+
+def test_particle_spread_and_escape_step():
+    p = torch.tensor([[0.0, 0.0], [2.0, 0.0]])
+    assert mf.particle_spread(p).item() == pytest.approx(1.0)  # each row at distance 1 from the mean (1, 0)
+    assert mf.particle_spread(p[:1].repeat(5, 1)).item() == 0.0
+    history = GDHistory(steps=np.array([0, 10, 20, 30]), records={"loss": np.array([4.0, 3.0, 1.9, 1.0])})
+    assert mf.escape_step(history) == 20
+    assert mf.escape_step(GDHistory(steps=np.array([0, 1]), records={"loss": np.array([1.0, 0.9])})) is None
+    with pytest.raises(TypeError, match="GDHistory"):
+        mf.escape_step({"loss": [1.0]})
+
+
+def test_fit_saddle_escape_recovers_an_exponential_on_the_plateau():
+    steps = np.arange(0, 400, 10)
+    spread = 1e-6 * np.exp(0.03 * steps)
+    loss = np.where(steps < 300, 2.0, 0.01)  # falls half-way at step 300, the 31st record
+    fit = mf.fit_saddle_escape(GDHistory(steps=steps, records={"loss": loss, "spread": spread}))
+    assert fit.plateau_end == 30 and fit.plateau_step == 290 and fit.window == slice(10, 30)
+    assert fit.rate == pytest.approx(0.03) and fit.r2 == pytest.approx(1.0)
+    assert fit.growth == pytest.approx(np.exp(0.03 * 290))
+    np.testing.assert_allclose(fit.fitted(), spread[10:30], rtol=1e-8)
+    short = GDHistory(steps=steps, records={"loss": np.where(steps < 30, 2.0, 0.01), "spread": spread})
+    with pytest.raises(ValueError, match="no plateau to fit"):
+        mf.fit_saddle_escape(short)
+
+
+def test_mixture_is_the_mixed_network_and_the_path_ends_at_zero(problem):
+    teacher, x, f, init = problem
+    rotation = torch.linalg.qr(torch.randn(K, K, generator=torch.Generator().manual_seed(4), dtype=torch.float64))[0]
+    s = 0.3
+    mixed = sigmoid_network(mf.mixture(init, teacher.particles, s, rotation), x, K)
+    torch.testing.assert_close(mixed, (1 - s) * sigmoid_network(init, x, K) + s * f @ rotation.T)
+    losses = mf.path_losses(init, teacher.particles, rotation, np.linspace(0, 1, 5), f, x)
+    assert losses.shape == (5,) and losses[-1] < 1e-6
+    assert losses[0] == pytest.approx(mf.static_loss(init, f, x, K).item())
+    with pytest.raises(ValueError, match="rotation must be a square"):
+        mf.mixture(init, teacher.particles, s, rotation[:1])
+
+
+def test_readout_error_of_a_readable_and_an_unreadable_task(problem):
+    _, x, _, init = problem
+    h = sigmoid_network(init, x, K)
+    assert mf.readout_error(init, 3.0 + h @ torch.tensor([1.0, -2.0], dtype=h.dtype), x) < 1e-6  # affine in h (up to the ridge)
+    noise = torch.randn(len(x), generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    assert 0.9 < mf.readout_error(init, noise, x) <= 1.0  # independent of x: nothing to read out
+    with pytest.raises(ValueError, match="g must be a tensor of shape"):
+        mf.readout_error(init, noise[:-1], x)
+
+
+def test_figures_draw_what_they_show(problem):
+    _, x, f, init = problem
+    runs = {name: mf.run_gradient_descent(name, f, x, init, steps=20, eta=0.2, gamma_lr=5.0,
+                                          generator=torch.Generator().manual_seed(6), progress=False)
+            for name in mf.MODELS}
+    steps = np.arange(0, 40, 10)
+    spread = 1e-6 * np.exp(0.03 * steps)
+    history = GDHistory(steps=steps, records={"loss": np.array([2.0] * 3 + [0.1]), "spread": spread})
+    runs_b = {("static", "saddle"): mf.MeanFieldRun(init, None, history, []),
+              ("modified", "saddle"): mf.MeanFieldRun(init, None, history, [15])}
+    fig = plot_mean_field_training(runs, runs_b, mf.SaddleEscape(steps, history.records["loss"], spread, 3, 0.03,
+                                                                 np.log(1e-6), 1.0))
+    a, b, c, twin = fig.axes
+    assert [line.get_label() for line in a.get_lines()] == list(mf.MODELS)
+    assert a.get_lines()[2].get_linestyle() == "--"
+    assert len(b.get_lines()) == 3  # two runs and the dots of the modified run's event
+    assert len(c.get_lines()) == 2 and len(twin.get_lines()) == 1 and "0.0300" in c.get_lines()[1].get_label()
+    plt.close(fig)
+    ax = plot_model_losses(np.arange(3), {"static": np.ones(3)}, ylabel="excess")
+    assert ax.get_ylabel() == "excess" and ax.get_yscale() == "log"
+    plt.close(ax.figure)
+    fig = plot_readout_errors(np.arange(3), {"a": np.ones(3), "b": np.ones(3)}, {"a": [0.5, 0.7], "b": [0.6]},
+                              {"a": 0.4, "b": 0.3}, titles={"a": "A"})
+    assert len(fig.axes) == 2 and fig.axes[0].get_title() == "task A" and fig.axes[1].get_title() == "task b"
+    assert len(fig.axes[0].get_legend().get_texts()) == 3
+    plt.close(fig)
+    with pytest.raises(ValueError, match="same tasks"):
+        plot_readout_errors(np.arange(3), {"a": np.ones(3)}, {}, {"a": 0.4})
