@@ -158,6 +158,8 @@ class BirthDeathPerturbation:
             self._last = step
 
 
+#: The three models of the chapter: linear attention with Gamma trained jointly, the static (two-timescale) model,
+#: and the modified dynamics with birth-death and perturbation.
 MODELS = ("attention", "static", "modified")
 
 
