@@ -1,8 +1,8 @@
 """Closed-form risks and optimal parameters, in float64: what the experiments are measured against.
 
 * Linear regression with a Gaussian prior (chapters 0 and 4): :func:`bayes_risk`, the risk of one gradient step
-  (:func:`optimal_gd_lr`, and GD-beta's :func:`gd_beta_risk` with its optimum :func:`optimal_gd_step`, the risk
-  there :func:`best_gd_beta_risk`, its Hessian :func:`gd_beta_hessian` and gradient flow :func:`gd_beta_flow`);
+  (:func:`optimal_gd_lr`, and GD-beta's :func:`gd_beta_risk` with its optimum :func:`optimal_gd_step` and the risk
+  there, :func:`best_gd_beta_risk`);
 * linear attention on a feature map over nonparametric tasks (chapter 1): :class:`AttentionMoments`,
   :func:`attention_risk` and its minimizer :func:`attention_gamma`.
 """
@@ -18,7 +18,6 @@ import torch
 from torch import Tensor, nn
 
 from icl_utils import checks
-from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.tasks.linear import LinearRegression
 from icl_utils.tasks.nonparametric import NonparametricTasks
 
@@ -233,50 +232,3 @@ def best_gd_beta_risk(task: object, n: int, beta0: Tensor | None = None) -> floa
     mean = _gaussian_task(task)[0]
     beta0 = mean if beta0 is None else checks.vector("beta0", beta0, mean.shape[0])
     return gd_beta_risk(task, n, beta0, optimal_gd_step(task, n, beta0)).item()
-
-
-def gd_beta_hessian(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tensor:
-    """The Hessian of :func:`gd_beta_risk` in ``(beta0, Gamma)`` at one point, shape ``(d + d^2, d + d^2)``, float64.
-
-    Coordinates are ``beta0`` first, then ``Gamma`` row by row. The risk is a polynomial of degree four and is not
-    convex: at the origin this Hessian has negative eigenvalues.
-    """
-    d = _gaussian_task(task)[0].shape[0]
-    beta0, gamma = checks.vector("beta0", beta0, d), checks.matrix("gamma", gamma, d)
-
-    def flat_risk(theta: Tensor) -> Tensor:
-        return gd_beta_risk(task, n, theta[:d], theta[d:].reshape(d, d))
-
-    return torch.autograd.functional.hessian(flat_risk, torch.cat([beta0, gamma.flatten()]))
-
-
-def gd_beta_flow(
-    task: object, n: int, init: dict[str, Tensor], *, steps: int, lr: float, record_every: int = 1,
-    progress: bool = False,
-) -> GDHistory:
-    """Small-step gradient descent (a proxy for gradient flow) on the exact GD-beta risk :func:`gd_beta_risk`.
-
-    ``init`` is ``{"beta0": (d,), "gamma": (d, d)}``; the run is :func:`icl_utils.gd.gradient_descent` with step
-    ``lr`` on both blocks. Every ``record_every`` steps it records the ``"excess risk"`` over the optimum
-    ``(beta*, Gamma*)`` of Theorem 5.2 and the ``"parameter error"``, the Euclidean distance of ``(beta0, Gamma)``
-    to that optimum.
-    """
-    mean = _gaussian_task(task)[0]
-    d = mean.shape[0]
-    if not isinstance(init, dict) or set(init) != {"beta0", "gamma"}:
-        raise ValueError('init must be a dict {"beta0": (d,) tensor, "gamma": (d, d) tensor}')
-    init = {"beta0": checks.vector("init['beta0']", init["beta0"], d),
-            "gamma": checks.matrix("init['gamma']", init["gamma"], d)}
-    gamma_star = optimal_gd_step(task, n)
-    best = gd_beta_risk(task, n, mean, gamma_star).item()
-
-    def loss(theta: dict[str, Tensor]) -> Tensor:
-        return gd_beta_risk(task, n, theta["beta0"], theta["gamma"])
-
-    def distances(theta: dict[str, Tensor]) -> dict[str, Tensor]:
-        error = (theta["beta0"] - mean).square().sum() + (theta["gamma"] - gamma_star).square().sum()
-        return {"excess risk": loss(theta) - best, "parameter error": torch.sqrt(error)}
-
-    _, history = gradient_descent(loss, init, steps=steps, lr=lr, record=distances, record_every=record_every,
-                                  progress=progress, desc="GD-beta flow")
-    return history

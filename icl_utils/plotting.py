@@ -10,9 +10,12 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator
+import torch
 from torch import Tensor
 
-from icl_utils.risk import mean_and_band
+from icl_utils import checks
+from icl_utils.risk import fit_slope, local_slopes, mean_and_band
+from icl_utils.tasks.nonparametric import cardinal_bspline
 
 # One colour per method, the same in every chapter.
 COLORS = {
@@ -185,7 +188,6 @@ def plot_error_per_dimension(
     per method with its 95% band (``curves`` maps a name to errors of shape ``(B, K)``, as for
     :func:`plot_error_curves`), the noise level ``noise_var / dim`` dashed, and a grey vertical line at ``k = dim``,
     where least squares interpolates. Draws on ``ax``, or on a new 7 x 4.5 figure; returns the figure."""
-    from icl_utils import checks
 
     dim = checks.positive_int("dim", dim)
     noise_var = checks.nonnegative_float("noise_var", noise_var)
@@ -197,9 +199,6 @@ def plot_error_per_dimension(
     return ax.figure
 
 
-# (end of chapter 0)
-
-
 # ---- Chapter 1: nonparametric minimax ICL ------------------------------------
 def plot_bases_and_tasks(
     demos: Mapping[float, object], *, orders: int = 4, n_tasks: int = 3, n_examples: int = 32, seed: int = 1
@@ -208,9 +207,6 @@ def plot_bases_and_tasks(
     to a one-dimensional :class:`~icl_utils.tasks.nonparametric.NonparametricTasks`): ``n_tasks`` tasks
     ``F = beta^T f`` drawn from its prior (a CPU generator seeded ``seed`` per panel), with the noisy labels of an
     ``n_examples``-example prompt of the first task. Returns the figure."""
-    import torch
-
-    from icl_utils.tasks.nonparametric import cardinal_bspline
 
     if not demos or any(getattr(task, "dim", None) != 1 for task in demos.values()):
         raise ValueError("demos must map smoothness levels to one-dimensional NonparametricTasks")
@@ -242,7 +238,6 @@ def plot_rate_curves(
     ``(len(ns),)``, the best linear attention, exact) as a line labelled with its last local slope, ``oracle[s]``
     (shape ``(len(oracle_n), 2)``: mean and standard error) as points with 95% bars labelled with their fitted slope,
     and the rate ``n^(-2s/(2s+1))`` dashed in grey through the line's last point. Returns the figure."""
-    from icl_utils.risk import fit_slope, local_slopes
 
     if set(curves) != set(oracle):
         raise ValueError("curves and oracle must have the same smoothness levels")
@@ -359,9 +354,6 @@ def plot_task_diversity(
     return fig
 
 
-# (end of chapter 1)
-
-
 # ---- Chapter 2: mean-field optimization --------------------------------------
 #: The mean-field models' colours (attention, static, modified), the same in every panel.
 MODEL_COLORS = {"attention": PALETTE[0], "static": PALETTE[1], "modified": PALETTE[2]}
@@ -454,9 +446,6 @@ def plot_readout_errors(steps: np.ndarray, learned: Mapping[str, np.ndarray], ra
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
-
-
-# (end of chapter 2)
 
 
 # ---- Chapter 3: one-step GD feature learning ---------------------------------
@@ -563,7 +552,6 @@ def plot_error_panels(
         ax.set_title(title)
     fig.tight_layout()
     return fig
-# (end of chapter 3)
 
 
 # ---- Chapter 4: linear transformer blocks ------------------------------------
@@ -662,7 +650,27 @@ def plot_risk_ratios_against_n(
     return ax
 
 
-# (end of chapter 4)
+def plot_gd_records(
+    histories: Mapping[str, object], *, keys: Sequence[str], logy: bool = True, width: float = 5.5
+) -> Figure:
+    """One panel per recorded quantity in ``keys``, one line per run: ``histories`` maps a run's name (its start,
+    say) to a :class:`~icl_utils.gd.GDHistory`, whose ``records[key]`` has shape ``(len(steps),)``. ``logy`` puts
+    the quantities on a log scale, where linear convergence is a straight line."""
+    if not keys or not histories:
+        raise ValueError("keys and histories must each name at least one entry")
+    for name, hist in histories.items():
+        missing = [key for key in keys if key not in hist.records]
+        if missing:
+            raise ValueError(f"run {name!r} recorded no {missing}; it has {sorted(hist.records)}")
+    fig, axes = plt.subplots(1, len(keys), figsize=(width * len(keys), 4), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for name, hist in histories.items():
+            ax.plot(hist.steps, hist.records[key], label=name)
+        ax.set(xlabel="gradient-descent step", ylabel=key)
+        if logy:
+            log_y(ax)
+        ax.legend()
+    return fig
 
 
 # ---- Chapter 5: softmax stage-wise convergence -------------------------------
@@ -741,10 +749,9 @@ def plot_convergence_scaling(ks: np.ndarray, slowest: np.ndarray, dominant: np.n
     ax.set_ylabel("gradient-descent steps to $L_k \\leq \\epsilon$")
     ax.legend()
     return fig
-# (end of chapter 5)
 
 
-# ---- Chapter A: the performance appendix -------------------------------------
+# ---- Appendix: performance -------------------------------------
 def plot_training_speed(results: Sequence[Mapping]) -> Figure:
     """The training-speed results files of ``benchmarks/train_speed.py`` side by side, one bar colour per file.
 
@@ -779,6 +786,3 @@ def plot_training_speed(results: Sequence[Mapping]) -> Figure:
         ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
-
-
-# (end of chapter A)

@@ -1,0 +1,211 @@
+"""Chapter 4's helpers: the GD-beta risk at its best step, its Hessian, its gradient flow, and the chapter's figures."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from icl_utils.dynamics.gd_beta import gd_beta_flow, gd_beta_hessian  # noqa: E402
+from icl_utils.exact import best_gd_beta_risk, gd_beta_risk, optimal_gd_step  # noqa: E402
+from icl_utils.gd import GDHistory, gradient_descent  # noqa: E402
+from icl_utils.plotting import (  # noqa: E402
+    plot_gd_beta_reading,
+    plot_gd_records,
+    plot_risk_against_signal,
+    plot_risk_ratios_against_n,
+)
+from icl_utils.tasks import LinearRegression  # noqa: E402
+
+
+def _task(d: int = 3, norm: float = 2.0, noise_std: float = 0.5) -> LinearRegression:
+    return LinearRegression(dim=d, noise_std=noise_std, prior_mean=torch.full((d,), norm / d**0.5))
+
+
+def _origin(d: int) -> dict[str, torch.Tensor]:
+    return {"beta0": torch.zeros(d, dtype=torch.float64), "gamma": torch.zeros(d, d, dtype=torch.float64)}
+
+
+# ---- best_gd_beta_risk ---------------------------------------------------------------------------------------------
+
+
+def test_best_gd_beta_risk_matches_the_isotropic_closed_form():
+    # H = Psi = I and beta0 = beta*: Gamma* = g I with 1/g = 1 + 1/n + (d + sigma^2)/n, and R = sigma^2 + d (1 - g).
+    d, n, noise = 4, 7, 0.5
+    task = _task(d, noise_std=noise)
+    g = 1 / (1 + 1 / n + (d + noise**2) / n)
+    assert best_gd_beta_risk(task, n) == pytest.approx(noise**2 + d * (1 - g), rel=1e-12)
+
+
+def test_best_gd_beta_risk_is_the_risk_at_the_optimal_step_and_gd0_pays_for_the_mean():
+    task, n = _task(), 6
+    zero = torch.zeros(3, dtype=torch.float64)
+    assert best_gd_beta_risk(task, n) == gd_beta_risk(task, n, task.mean(), optimal_gd_step(task, n)).item()
+    assert best_gd_beta_risk(task, n, zero) == gd_beta_risk(task, n, zero, optimal_gd_step(task, n, zero)).item()
+    assert best_gd_beta_risk(task, n, zero) > best_gd_beta_risk(task, n) + 0.5
+
+
+def test_best_gd_beta_risk_checks_its_arguments():
+    with pytest.raises(TypeError, match="task must be a LinearRegression"):
+        best_gd_beta_risk("not a task", 5)
+    with pytest.raises(ValueError, match="beta0"):
+        best_gd_beta_risk(_task(), 5, torch.zeros(4))
+    with pytest.raises(ValueError, match="n must be"):
+        best_gd_beta_risk(_task(), 0)
+
+
+# ---- gd_beta_hessian -----------------------------------------------------------------------------------------------
+
+
+def _flat_risk(task, n, d):
+    return lambda theta: gd_beta_risk(task, n, theta[:d], theta[d:].reshape(d, d))
+
+
+def test_gd_beta_hessian_matches_second_differences():
+    # The risk is quadratic in beta0 alone and in Gamma alone, so second differences along two coordinates of the
+    # same block are exact; across blocks, central differences of the autograd gradient agree to O(h^2).
+    d, n = 2, 5
+    task = _task(d)
+    gen = torch.Generator().manual_seed(0)
+    beta0, gamma = torch.randn(d, generator=gen, dtype=torch.float64), torch.randn(d, d, generator=gen,
+                                                                                   dtype=torch.float64)
+    hess = gd_beta_hessian(task, n, beta0, gamma)
+    assert hess.shape == (d + d * d, d + d * d) and torch.allclose(hess, hess.T)
+    risk, theta = _flat_risk(task, n, d), torch.cat([beta0, gamma.flatten()])
+    eye, h = torch.eye(d + d * d, dtype=torch.float64), 0.5
+    for i, j in [(0, 1), (1, 1), (2, 5), (3, 4)]:  # same block
+        second = (risk(theta + h * eye[i] + h * eye[j]) - risk(theta + h * eye[i]) - risk(theta + h * eye[j])
+                  + risk(theta)) / h**2
+        assert hess[i, j].item() == pytest.approx(second.item(), rel=1e-9, abs=1e-9)
+
+    def grad(t):
+        t = t.clone().requires_grad_(True)
+        return torch.autograd.grad(risk(t), t)[0]
+
+    eps = 1e-4
+    for j in range(d + d * d):
+        column = (grad(theta + eps * eye[j]) - grad(theta - eps * eye[j])) / (2 * eps)
+        assert torch.allclose(hess[:, j], column, rtol=1e-6, atol=1e-6)
+
+
+def test_gd_beta_hessian_is_indefinite_at_the_origin():
+    hess = gd_beta_hessian(_task(), 6, **_origin(3))
+    evals = torch.linalg.eigvalsh(hess)
+    assert evals.min() < 0 < evals.max()
+
+
+def test_gd_beta_hessian_checks_its_arguments():
+    with pytest.raises(ValueError, match="gamma"):
+        gd_beta_hessian(_task(), 6, torch.zeros(3), torch.zeros(2, 2))
+
+
+# ---- gd_beta_flow --------------------------------------------------------------------------------------------------
+
+
+def test_gd_beta_flow_is_bitwise_the_flattened_gradient_descent():
+    # Named blocks change nothing elementwise: the same run on one flat vector (beta0, then Gamma row by row)
+    # records the same numbers, bit for bit.
+    d, n, steps, lr = 3, 6, 40, 0.02
+    task = _task(d)
+    flat = torch.randn(d + d * d, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    hist = gd_beta_flow(task, n, {"beta0": flat[:d], "gamma": flat[d:].reshape(d, d)}, steps=steps, lr=lr,
+                        record_every=5)
+    gamma_star = optimal_gd_step(task, n)
+    best = gd_beta_risk(task, n, task.mean(), gamma_star).item()
+    risk = _flat_risk(task, n, d)
+
+    def distances(theta):
+        error = (theta[:d] - task.mean()).square().sum() + (theta[d:].reshape(d, d) - gamma_star).square().sum()
+        return {"excess risk": risk(theta) - best, "parameter error": torch.sqrt(error)}
+
+    _, ref = gradient_descent(risk, flat, steps=steps, lr=lr, record=distances, record_every=5, progress=False)
+    np.testing.assert_array_equal(hist.steps, ref.steps)
+    for key in ("excess risk", "parameter error"):
+        np.testing.assert_array_equal(hist.records[key], ref.records[key])
+
+
+def test_gd_beta_flow_reaches_the_optimum_from_the_origin():
+    hist = gd_beta_flow(_task(), 6, _origin(3), steps=1500, lr=0.05, record_every=100)
+    assert hist.records["excess risk"][0] > 1.0
+    assert hist.records["excess risk"][-1] < 1e-8 and hist.records["parameter error"][-1] < 1e-4
+    assert hist.steps[-1] == 1500
+
+
+def test_gd_beta_flow_checks_its_arguments():
+    with pytest.raises(ValueError, match="init must be a dict"):
+        gd_beta_flow(_task(), 6, torch.zeros(12, dtype=torch.float64), steps=5, lr=0.1)
+    with pytest.raises(ValueError, match="init must be a dict"):
+        gd_beta_flow(_task(), 6, {"beta0": torch.zeros(3)}, steps=5, lr=0.1)
+    with pytest.raises(ValueError, match=r"init\['gamma'\]"):
+        gd_beta_flow(_task(), 6, {"beta0": torch.zeros(3), "gamma": torch.zeros(3)}, steps=5, lr=0.1)
+    with pytest.raises(ValueError, match="lr"):
+        gd_beta_flow(_task(), 6, _origin(3), steps=5, lr=0.0)
+
+
+# ---- figures -------------------------------------------------------------------------------------------------------
+
+
+def test_plot_risk_against_signal_draws_every_model_and_the_bayes_line():
+    risks = {"best GD-β": [1.0, 1.0, 1.0], "best GD-0": [1.1, 1.5, 2.5], "LSA": [1.1, 1.4, 2.3],
+             "LTB": [1.0, 1.0, 1.1]}
+    ax = plot_risk_against_signal([0.0, 1.0, 2.0], risks, bayes=0.9)
+    labels = [line.get_label() for line in ax.lines]
+    assert labels == [*risks, "Bayes"]
+    assert ax.lines[-1].get_ydata()[0] == 0.9
+    assert ax.lines[labels.index("LSA")].get_marker() == "o"
+    assert ax.lines[labels.index("best GD-0")].get_linestyle() == ":"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == labels
+    plt.close("all")
+    with pytest.raises(ValueError, match="one risk per norm"):
+        plot_risk_against_signal([0.0, 1.0], {"LSA": [1.0, 2.0, 3.0]})
+
+
+def test_plot_gd_beta_reading_draws_two_scatters_on_diagonals():
+    pred = torch.linspace(-2, 2, 50)
+    gamma = torch.eye(3, dtype=torch.float64)
+    fig = plot_gd_beta_reading(pred, pred + 0.01, gamma, gamma.float() * 0.9, k=20)
+    ax1, ax2 = fig.axes
+    assert len(ax1.collections) == 1 and ax1.collections[0].get_offsets().shape == (20, 2)
+    assert len(ax2.collections) == 1 and ax2.collections[0].get_offsets().shape == (9, 2)
+    assert [line.get_label() for line in ax1.lines] == ["equal"] and [line.get_label() for line in ax2.lines] == [
+        "equal"]
+    assert ax1.get_ylabel() == "trained LTB" and "Gamma^*" in ax2.get_xlabel()
+    plt.close("all")
+    with pytest.raises(ValueError, match="pred_read and pred_ltb"):
+        plot_gd_beta_reading(pred, pred[:10], gamma, gamma)
+    with pytest.raises(ValueError, match="gamma_star and gamma_read"):
+        plot_gd_beta_reading(pred, pred, gamma, gamma[:2])
+
+
+def test_plot_risk_ratios_against_n_draws_one_line_per_method_and_snr():
+    ns, snrs = [5, 10, 20], [0.5, 2.0]
+    ratios = {(snr, m): {"GD-β": 1.1, "GD-0": 1.5, "GD++": 1.3} for snr in snrs for m in ns}
+    ax = plot_risk_ratios_against_n(ns, ratios, snrs=snrs)
+    assert len(ax.lines) == 6
+    assert ax.lines[0].get_label() == "GD-β, SNR 0.5" and ax.lines[0].get_marker() == "o"
+    assert ax.lines[1].get_linestyle() == ":" and ax.lines[1].get_color() == ax.lines[0].get_color()
+    assert ax.lines[3].get_color() != ax.lines[0].get_color()
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["5", "10", "20"]
+    plt.close("all")
+    with pytest.raises(ValueError, match="signal-to-noise ratios"):
+        plot_risk_ratios_against_n(ns, ratios, snrs=list(range(7)))
+
+
+def test_plot_gd_records_draws_one_panel_per_key_and_one_line_per_run():
+    steps = np.arange(0, 50, 5)
+    runs = {f"start {i}": GDHistory(steps=steps, records={"excess risk": np.exp(-steps / (i + 1)) + 1e-9,
+                                                          "parameter error": np.exp(-steps / (2 * i + 2))})
+            for i in range(3)}
+    fig = plot_gd_records(runs, keys=["excess risk", "parameter error"])
+    assert len(fig.axes) == 2
+    for ax, key in zip(fig.axes, ["excess risk", "parameter error"]):
+        assert ax.get_ylabel() == key and ax.get_yscale() == "log"
+        assert [line.get_label() for line in ax.lines] == list(runs)
+        np.testing.assert_array_equal(ax.lines[1].get_ydata(), runs["start 1"].records[key])
+    plt.close("all")
+    with pytest.raises(ValueError, match="recorded no"):
+        plot_gd_records(runs, keys=["loss"])
