@@ -93,8 +93,8 @@ class TrainConfig:
         if self.schedule not in ("constant", "cosine"):
             raise ValueError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}")
         checks.boolean("bf16", self.bf16)
-        if self.cuda_graph is not None:
-            checks.boolean("cuda_graph", self.cuda_graph)
+        if self.cuda_graph is not None and not isinstance(self.cuda_graph, bool):
+            raise TypeError(f"cuda_graph must be True, False or None, got {self.cuda_graph!r}")
         if self.curriculum is not None and not isinstance(self.curriculum, Curriculum):
             raise TypeError(f"curriculum must be a Curriculum or None, got {type(self.curriculum).__name__}")
         if self.curriculum is not None and self.curriculum.n_context[1] > self.n_context:
