@@ -305,7 +305,7 @@ def plot_memorization(
     for i, (t, risks) in enumerate(zip(ts, per_pool)):
         ax.scatter(np.full(len(risks), t), risks, s=12, color="C1", alpha=0.6,
                    label="new tasks, each pool" if i == 0 else None)
-    ax.axhline(noise_var, color="0.5", linestyle="--", label="noise variance")
+    _reference_lines(ax, {"noise variance": noise_var})
     ax.axhline(fresh, color="k", linestyle=":", label="fresh tasks every step")
     ax.set_ylim(bottom=0)
     ax.legend()
@@ -403,7 +403,8 @@ def plot_saddle_escape(escape: object, *, ax: Axes | None = None, title: str | N
     ax = ax if ax is not None else plt.gca()
     ax.plot(escape.steps, escape.spread, color=MODEL_COLORS["static"], label="spread of the neurons")
     ax.plot(escape.steps[escape.window], escape.fitted(), "k--", label=f"exp({escape.rate:.4f} t)")
-    ax.set(yscale="log", xlabel="gradient step", ylabel="spread")
+    ax.set(xlabel="gradient step", ylabel="spread")
+    log_y(ax)
     if title is not None:
         ax.set_title(title)
     twin = ax.twinx()
