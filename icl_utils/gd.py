@@ -60,6 +60,7 @@ def gradient_descent(
     record: Callable[[Params], dict[str, Tensor]] | None = None,
     record_every: int = 1,
     hook: Callable[[int, Params, float], None] | None = None,
+    until: Callable[[dict[str, np.ndarray]], bool] | None = None,
     progress: bool = True,
     desc: str = "gradient descent",
 ) -> tuple[Params, GDHistory]:
@@ -69,7 +70,8 @@ def gradient_descent(
     the same form, and ``lr`` is one step size or a dict of them, one per block. ``record(theta)`` returns the
     quantities to keep (default: the loss), every ``record_every`` steps and at the end. ``hook(step, theta,
     loss)``, if given, runs after every step and may change ``theta`` in place (chapter 2's birth-death and
-    perturbation). Returns the final parameters, in the form of ``init``, and the history.
+    perturbation). ``until(recorded)``, if given, sees every record (a dict of numpy arrays) and stops the descent
+    at the first one where it returns True: the history then ends there. Returns the final parameters, in the form of ``init``, and the history.
 
     The losses stay on the device and are checked at each record: a NaN or infinite loss raises a
     ``FloatingPointError`` naming the first such step, without a host sync at every step (one per record, or per
@@ -85,6 +87,8 @@ def gradient_descent(
         raise TypeError("record must be callable on the parameters")
     if hook is not None and not callable(hook):
         raise TypeError("hook must be callable as hook(step, theta, loss)")
+    if until is not None and not callable(until):
+        raise TypeError("until must be callable on the recorded values")
     params = {name: t.detach().clone().requires_grad_(True) for name, t in blocks.items()}
     theta = params if isinstance(init, Mapping) else params[""]
 
@@ -107,16 +111,21 @@ def gradient_descent(
         checks.finite_losses(losses[checked:upto], first_step=checked)
         checked = upto
 
-    def keep(step: int) -> None:
+    def keep(step: int) -> bool:
+        """Record at ``step``; whether ``until`` says to stop there."""
         check_finite(step)
         with torch.no_grad():
-            for name, value in record(theta).items():
-                kept.setdefault(name, []).append(value.detach().cpu().numpy().copy())
+            values = {name: value.detach().cpu().numpy().copy() for name, value in record(theta).items()}
+        for name, value in values.items():
+            kept.setdefault(name, []).append(value)
         kept_steps.append(step)
+        return until is not None and bool(until(values))
 
+    stopped = False
     for step in tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False):
-        if step % record_every == 0:
-            keep(step)
+        if step % record_every == 0 and keep(step):
+            stopped = True
+            break
         try:
             loss = evaluate()
             grads = torch.autograd.grad(loss, list(params.values()))
@@ -131,7 +140,8 @@ def gradient_descent(
                 value = loss.item()
                 check_finite(step + 1)
                 hook(step, theta, value)
-    keep(steps)
+    if not stopped:
+        keep(steps)
     history = GDHistory(steps=np.asarray(kept_steps), records={k: np.stack(v) for k, v in kept.items()})
     final = {name: p.detach() for name, p in params.items()}
     return (final if isinstance(init, Mapping) else final[""]), history

@@ -733,22 +733,30 @@ def plot_phase_weights(steps: np.ndarray, w: np.ndarray, *, feature: int, other:
     return fig
 
 
-def plot_convergence_scaling(ks: np.ndarray, slowest: np.ndarray, dominant: np.ndarray, *, slope: float,
-                             shape_slope: float) -> Figure:
-    """Steps to convergence against the number of features ``K`` (all shape ``(len(ks),)``), log-log: the slowest
-    under-represented feature (legend with its fitted ``slope``), the dominant feature, and the ``K^2 log K``
-    shape of the bound matched at the first ``K`` (legend with its own log-log slope ``shape_slope``)."""
-    ks, slowest, dominant = np.asarray(ks), np.asarray(slowest), np.asarray(dominant)
-    if not (ks.shape == slowest.shape == dominant.shape) or ks.ndim != 1:
-        raise ValueError("ks, slowest and dominant must be 1-D arrays of the same length")
-    fig, ax = plt.subplots()
-    ax.loglog(ks, slowest, "o-", color=PALETTE[2], label=f"slowest rare feature (slope {slope:.2f})")
-    ax.loglog(ks, dominant, "s-", color=PALETTE[0], label="dominant feature")
-    shape = ks**2 * np.log(ks)
-    ax.loglog(ks, shape * slowest[0] / shape[0], "--", color="0.4", label=f"$K^2 \\log K$ (slope {shape_slope:.2f})")
-    ax.set_xlabel("number of features $K$")
-    ax.set_ylabel("gradient-descent steps to $L_k \\leq \\epsilon$")
-    ax.legend()
+def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
+    """Steps to convergence on log-log axes, one panel per mapping of ``panels``: ``x`` (shape ``(P,)``, the
+    swept quantity), ``xlabel``, ``times`` (a dict from a label to measured steps of shape ``(P, seeds)``: the
+    median is drawn with the range over seeds as an error bar) and optionally ``bounds`` (a dict from a label to
+    values of shape ``(P,)``, drawn dashed)."""
+    if not panels:
+        raise ValueError("panels must hold at least one panel")
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        x = np.asarray(panel["x"], dtype=float)
+        for i, (label, t) in enumerate(panel["times"].items()):
+            t = np.asarray(t, dtype=float)
+            if t.shape[0] != len(x):
+                raise ValueError(f"times[{label!r}] must have one row per x value ({len(x)}), got {t.shape}")
+            med = np.median(t, 1)
+            ax.errorbar(x, med, yerr=[med - t.min(1), t.max(1) - med], fmt="o-", color=PALETTE[i % len(PALETTE)],
+                        capsize=3, label=label)
+        for j, (label, b) in enumerate(panel.get("bounds", {}).items()):
+            ax.plot(x, b, "--", color=str(0.2 + 0.25 * j), label=label)
+        ax.set(xscale="log", yscale="log", xlabel=panel["xlabel"], ylabel="steps to $L_k \\leq \\epsilon$")
+        ax.set_xticks(x, [f"{v:g}" for v in x])
+        ax.minorticks_off()
+        ax.legend(fontsize=8)
+    fig.tight_layout()
     return fig
 
 

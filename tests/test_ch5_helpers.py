@@ -13,11 +13,11 @@ from icl_utils.dynamics import softmax_attention as sa  # noqa: E402
 from icl_utils.gd import GDHistory  # noqa: E402
 from icl_utils.plotting import (  # noqa: E402
     plot_attention_snapshots,
-    plot_convergence_scaling,
+    plot_convergence_times,
     plot_feature_errors,
     plot_phase_weights,
 )
-from icl_utils.tasks.discrete import imbalanced_probs  # noqa: E402
+from icl_utils.tasks.discrete import DiscreteFeatures, imbalanced_probs  # noqa: E402
 
 
 def test_convergence_steps_by_hand():
@@ -33,50 +33,145 @@ def test_convergence_steps_by_hand():
 
 
 def test_phase_boundaries_by_hand():
-    steps = np.array([0, 10, 20, 30, 40])
-    own = np.array([0.1, 0.3, 0.6, 0.9, 0.95])  # attention of a query on v_2 to its own feature
-    dom = np.array([0.5, 0.2, 0.2, 0.05, 0.02])  # ... and to the dominant feature v_1
-    attn = np.zeros((5, 3, 3))
-    attn[:, 1, 1], attn[:, 1, 0] = own, dom
-    loss_k = np.full((5, 3), 0.5)
-    loss_k[:, 1] = [0.5, 0.3, 0.1, 0.02, 0.005]
-    np.testing.assert_array_equal(sa.phase_boundaries(steps, attn, loss_k, feature=1, eps=0.01), [10, 20, 40])
-    # feature 2 never overtakes the dominant one, never passes 1/2, never converges
-    assert np.isinf(sa.phase_boundaries(steps, attn, loss_k, feature=2, eps=0.01)).all()
+    steps = np.array([0, 10, 20, 30, 40, 50])
+    w = np.zeros((6, 3, 3))
+    w[:, 1, 1] = [0.0, 0.1, 0.3, 0.8, 1.0, 1.1]  # A_2: rates 0.01, 0.02, 0.05 (peak), 0.02, 0.01
+    w[:, 0, 1] = [0.0, -0.3, -0.5, -0.6, -0.65, -0.7]  # B_(2,1): falls at 0.03, then 0.02, 0.01, ...
+    loss_k = np.full((6, 3), 0.5)
+    loss_k[:, 1] = [0.5, 0.3, 0.1, 0.02, 0.005, 0.001]
+    # I ends at the first interval where A_2 rises faster than B_(2,1) falls (from step 20: 0.05 > 0.01),
+    # II at the peak of A_2's rate (the interval from 20), III at L_2 <= 0.01 (step 40)
+    np.testing.assert_array_equal(sa.phase_boundaries(steps, w, loss_k, feature=1, eps=0.01), [20, 20, 40])
+    w[:, 1, 1] *= 10  # A_2 wins from the start: phase I is empty, as in the balanced case
+    assert sa.phase_boundaries(steps, w, loss_k, feature=1, eps=0.01)[0] == 0
+    # feature 2 never moves and never converges: phase I never ends, nor does III
+    t = sa.phase_boundaries(steps, w, loss_k, feature=2, eps=0.01)
+    assert np.isinf(t[0]) and np.isinf(t[2])
+
+
+def test_phase_boundaries_on_a_run_find_the_rising_off_target_weight():
+    """On the imbalanced dynamics, the weight to another rare feature rises in phase I and falls after it; on the
+    balanced one phase I is empty and that weight never rises (the chapter's claim and its control)."""
+    probs = torch.stack([imbalanced_probs(5, 0.5), imbalanced_probs(5, 0.2)])
+    _, h = sa.run_gradient_descent(probs, 60, steps=600, lr=1.0, n_samples=256,
+                                   generator=torch.Generator().manual_seed(0), record_every=2, progress=False)
+    imb = sa.phase_boundaries(h.steps, h.records["W"][:, 0], h.records["loss_k"][:, 0], feature=1, eps=0.02)
+    bal = sa.phase_boundaries(h.steps, h.records["W"][:, 1], h.records["loss_k"][:, 1], feature=1, eps=0.02)
+    assert 0 < imb[0] < imb[1] < imb[2] < np.inf and bal[0] == 0 < bal[1] < bal[2] < np.inf
+    b_imb, b_bal = h.records["W"][:, 0, 2, 1], h.records["W"][:, 1, 2, 1]
+    peak = h.steps[b_imb.argmax()]
+    assert b_imb.max() > 0 and abs(peak - imb[0]) <= 0.2 * imb[0] and b_bal.max() == 0
 
 
 @pytest.mark.parametrize("feature", [0, 3, 1.0, True])
 def test_phase_boundaries_rejects_a_feature_that_is_not_under_represented(feature):
     with pytest.raises(ValueError, match="feature"):
-        sa.phase_boundaries(np.arange(2), np.zeros((2, 3, 3)), np.zeros((2, 3)), feature=feature, eps=0.01)
+        sa.phase_boundaries(np.arange(3), np.zeros((3, 3, 3)), np.zeros((3, 3)), feature=feature, eps=0.01)
 
 
 def test_phase_boundaries_rejects_mismatched_shapes():
-    with pytest.raises(ValueError, match="attn must be"):
-        sa.phase_boundaries(np.arange(2), np.zeros((2, 3, 3)), np.zeros((2, 4)), feature=1, eps=0.01)
+    with pytest.raises(ValueError, match="w must be"):
+        sa.phase_boundaries(np.arange(3), np.zeros((3, 3, 3)), np.zeros((3, 4)), feature=1, eps=0.01)
 
 
-def test_convergence_time_sweep_matches_separate_runs():
-    kwargs = dict(steps=300, lr=1.0, n_samples=64, record_every=5)
-    ks, dominant, slowest = sa.convergence_time_sweep((3, 4), dominant=0.5, context_per_feature=8, eps=0.05,
-                                                      generator=torch.Generator().manual_seed(0), **kwargs)
-    gen = torch.Generator().manual_seed(0)  # the same draws, in the same order
-    expected = []
-    for k in (3, 4):
-        _, hist = sa.run_gradient_descent(imbalanced_probs(k, 0.5), 8 * k, generator=gen, progress=False, **kwargs)
-        expected.append(sa.convergence_steps(hist.steps, hist.records["loss_k"], 0.05))
-    np.testing.assert_array_equal(ks, [3, 4])
-    assert ks.dtype.kind == "i"
-    np.testing.assert_array_equal(dominant, [t[0] for t in expected])
-    np.testing.assert_array_equal(slowest, [t[1:].max() for t in expected])
-    assert np.isfinite(slowest).all() and (dominant <= slowest).all()
+def test_convergence_times_match_separate_runs_and_stop_early():
+    problems = [(imbalanced_probs(3, 0.5), 16), (imbalanced_probs(4, 0.25), 24)]
+    kwargs = dict(steps=400, lr=1.0, n_samples=64, record_every=5)
+    t = sa.convergence_times(problems, eps=(0.05, 0.02), n_seeds=2, generator=torch.Generator().manual_seed(0),
+                             progress=False, **kwargs)
+    assert t.first.shape == t.rest.shape == t.concentration.shape == (2, 2, 2)
+    gen = torch.Generator().manual_seed(0)
+    for i, (probs, n) in enumerate(problems):
+        _, hist = sa.run_gradient_descent(probs.expand(2, -1), n, generator=gen, progress=False, **kwargs)
+        for r in range(2):
+            for j, eps in enumerate((0.05, 0.02)):
+                want = sa.convergence_steps(hist.steps, hist.records["loss_k"][:, r], eps)
+                assert t.first[i, r, j] == want[0] and t.rest[i, r, j] == want[1:].max()
+        # draw the concentration's fresh contexts as convergence_times did, to keep the generators in step
+        for _ in range(2 * 2 * (len(probs) - 1)):
+            sa.sample_counts(probs, n, 64, gen)
+    assert np.isfinite(t.rest).all() and (t.first <= t.rest).all() and (t.rest[:, :, 0] <= t.rest[:, :, 1]).all()
+    # the 0.9 quantile of (1 - Attn_k)^2 is a few times eps, and its mean would be at most 2 eps
+    assert np.all((t.concentration > 0) & (t.concentration < 20 * t.eps))
 
 
-@pytest.mark.parametrize("n_features, error", [((), TypeError), ("34", TypeError), ((3, 1), ValueError)])
-def test_convergence_time_sweep_rejects_bad_feature_counts(n_features, error):
-    with pytest.raises(error, match="n_features"):
-        sa.convergence_time_sweep(n_features, dominant=0.5, context_per_feature=4, steps=10, lr=1.0, n_samples=8,
-                                  eps=0.01, generator=torch.Generator().manual_seed(0))
+def test_run_gradient_descent_batched_rows_are_separate_runs():
+    probs = torch.stack([imbalanced_probs(3, 0.6), imbalanced_probs(3, 0.3)])
+    w, hist = sa.run_gradient_descent(probs, [6, 9], steps=30, lr=0.5, n_samples=32,
+                                      generator=torch.Generator().manual_seed(1), record_every=10, progress=False)
+    assert w.shape == (2, 3, 3) and hist.records["loss_k"].shape == (4, 2, 3) and hist.records["attn"].shape == (4, 2, 3, 3)
+    gen = torch.Generator().manual_seed(1)
+    for r, n in enumerate([6, 9]):
+        single, _ = sa.run_gradient_descent(probs[r], n, steps=30, lr=0.5, n_samples=32, generator=gen, progress=False)
+        torch.testing.assert_close(w[r], single, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="n_context"):
+        sa.run_gradient_descent(probs, [6], steps=3, lr=0.5, n_samples=8, generator=gen, progress=False)
+
+
+def test_stop_below_ends_the_descent_at_the_first_record_below_the_level():
+    _, hist = sa.run_gradient_descent(imbalanced_probs(3, 0.5), 12, steps=5000, lr=1.0, n_samples=64,
+                                      generator=torch.Generator().manual_seed(0), record_every=5, stop_below=0.05,
+                                      progress=False)
+    loss = hist.records["loss_k"]
+    assert hist.steps[-1] < 5000 and (loss[-1] <= 0.05).all() and not (loss[-2] <= 0.05).all()
+
+
+def test_fit_bound_recovers_constants_and_bounds_a_faster_law():
+    ks, eps = np.meshgrid([4.0, 6.0, 8.0, 12.0], [0.04, 0.01], indexing="ij")
+    t1, t2 = sa.bound_terms(ks, eps, 1.0)
+    np.testing.assert_allclose(sa.fit_bound(2.0 * t1 + 0.1 * t2, ks, eps, 1.0), [2.0, 0.1], rtol=1e-10)
+    np.testing.assert_allclose(sa.fit_bound(0.3 * t2, ks, eps, 1.0), [0.0, 0.3], atol=1e-12)
+    # K^4 grows faster than the bound: fitted on K <= 6 it underestimates K = 12 (the chapter's control)
+    fast = ks**4
+    a, b = sa.fit_bound(fast[:2], ks[:2], eps[:2], 1.0)
+    assert (fast[3] / (a * t1[3] + b * t2[3])).min() > 2
+    with pytest.raises(ValueError, match="times"):
+        sa.fit_bound(np.array([1.0, np.inf]), ks[0], eps[0], 1.0)
+    with pytest.raises(ValueError, match="eps"):
+        sa.bound_terms(4, 1.5, 1.0)
+
+
+def test_concentration_quantile_by_hand():
+    # K = 2, W = 0: a query on v_1 puts c_1 / N on its own feature; all contexts have counts (3, 1)
+    gen = torch.Generator().manual_seed(0)
+    q = sa.concentration_quantile(torch.zeros(2, 2, dtype=torch.float64), torch.tensor([1 - 1e-12, 1e-12]), 4,
+                                  n_samples=16, quantile=0.9, generator=gen)
+    assert q[0].item() == pytest.approx(0.0)  # all four tokens are v_1
+    with pytest.raises(ValueError, match="quantile"):
+        sa.concentration_quantile(torch.zeros(2, 2, dtype=torch.float64), torch.tensor([0.5, 0.5]), 4, n_samples=8,
+                                  quantile=1.0, generator=gen)
+
+
+def test_empirical_loss_is_the_token_level_loss_on_the_same_prompts(gen):
+    task = DiscreteFeatures(dim=6, probs=imbalanced_probs(4, 0.4), seed=1)
+    prompt, idx = task.sample_with_labels(50, 7, gen)
+    w = torch.randn(4, 4, dtype=torch.float64, generator=gen)
+    q = task.features @ w @ task.features.T
+    residual = sa.predict(prompt, q) - prompt.y_query
+    counts = torch.nn.functional.one_hot(idx[:, :-1], 4).sum(1).double()
+    # the task coordinates <w_i, v_m> from the labels: y_j = <w_i, x_j> with x_j = v_(idx_j)
+    coords = torch.zeros(50, 4, dtype=torch.float64)
+    ys = torch.cat([prompt.y, prompt.y_query[:, None]], 1).double()
+    coords.scatter_(1, idx, ys)
+    seen = torch.zeros(50, 4, dtype=torch.bool).scatter_(1, idx, True)
+    keep = seen.all(1)  # every feature appears, so every coordinate is known
+    assert keep.sum() > 10
+    got = sa.empirical_loss(w, counts[keep], idx[keep, -1], coords[keep])
+    want = 0.5 * residual.double()[keep].square().mean()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_empirical_descent_learns_stage_wise():
+    task = DiscreteFeatures(dim=4, probs=imbalanced_probs(4, 0.5))
+    _, hist = sa.run_empirical_gradient_descent(task, 400, 24, steps=800, lr=1.0, n_samples=256,
+                                                generator=torch.Generator().manual_seed(0), record_every=5,
+                                                progress=False)
+    t = sa.convergence_steps(hist.steps, hist.records["loss_k"], 0.05)
+    assert np.isfinite(t).all() and 2 * t[0] <= t[1:].min()
+    assert hist.records["train"][-1] < hist.records["train"][0] / 10
+    with pytest.raises(TypeError, match="task"):
+        sa.run_empirical_gradient_descent(imbalanced_probs(4, 0.5), 10, 4, steps=2, lr=1.0, n_samples=8,
+                                          generator=torch.Generator(), progress=False)
 
 
 def _history(n_steps=6, k=4):
@@ -117,13 +212,14 @@ def test_plot_phase_weights_draws_three_weights_and_four_phases():
     plt.close(fig)
 
 
-def test_plot_convergence_scaling_draws_measured_times_and_the_bound_shape():
-    ks = np.array([4, 8, 16])
-    fig = plot_convergence_scaling(ks, np.array([100.0, 300.0, 900.0]), np.array([20.0, 25.0, 30.0]), slope=1.58,
-                                   shape_slope=2.4)
-    (ax,) = fig.axes
-    assert ax.get_xscale() == ax.get_yscale() == "log"
-    labels = [line.get_label() for line in ax.lines]
-    assert labels == ["slowest rare feature (slope 1.58)", "dominant feature", "$K^2 \\log K$ (slope 2.40)"]
-    np.testing.assert_allclose(ax.lines[2].get_ydata()[0], 100.0)  # the shape is matched at the first K
+def test_plot_convergence_times_draws_medians_ranges_and_bounds():
+    t = np.array([[100.0, 110.0, 90.0], [300.0, 320.0, 310.0]])
+    fig = plot_convergence_times([{"x": [4, 8], "xlabel": "K", "times": {"rare": t}, "bounds": {"bound": [120, 350]}},
+                                  {"x": [25, 100], "xlabel": "1/eps", "times": {"K = 4": t}}])
+    left, right = fig.axes
+    assert left.get_xscale() == left.get_yscale() == "log" and right.get_xlabel() == "1/eps"
+    np.testing.assert_array_equal(left.lines[0].get_ydata(), [100.0, 310.0])  # medians over seeds
+    assert sorted(text.get_text() for text in left.get_legend().get_texts()) == ["bound", "rare"]
     plt.close(fig)
+    with pytest.raises(ValueError, match="one row per x"):
+        plot_convergence_times([{"x": [4], "xlabel": "K", "times": {"rare": t}}])

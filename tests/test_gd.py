@@ -109,3 +109,21 @@ def test_bad_blocks_and_step_sizes_are_refused(init, lr, error, match):
 
     with pytest.raises(error, match=match):
         gradient_descent(loss, init, steps=1, lr=lr, progress=False)
+
+
+def test_until_stops_at_the_first_record_it_accepts():
+    target = torch.tensor([1.0], dtype=torch.float64)
+    seen = []
+
+    def until(rec):
+        seen.append(float(rec["loss"]))
+        return rec["loss"] < 1e-4
+
+    theta, hist = gradient_descent(lambda t: (t - target).square().sum(), torch.zeros(1, dtype=torch.float64),
+                                   steps=10_000, lr=0.1, record_every=10, until=until, progress=False)
+    # the loss is 0.64^s after s steps: first below 1e-4 at s = 21, so at the record of step 30
+    assert hist.steps[-1] == 30 and len(seen) == len(hist.steps) == 4
+    assert hist.records["loss"][-1] < 1e-4 <= hist.records["loss"][-2]
+    assert torch.allclose(theta, target - 0.8**30, atol=1e-12)
+    with pytest.raises(TypeError, match="until"):
+        gradient_descent(lambda t: t.sum(), torch.zeros(1), steps=1, lr=0.1, until=3, progress=False)

@@ -18,15 +18,17 @@ Only the expectation over the counts is left to Monte Carlo (a fixed sample of c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 from icl_utils import checks
 from icl_utils.prompts import Prompt
 from icl_utils.gd import GDHistory, gradient_descent
-from icl_utils.tasks.discrete import imbalanced_probs
+from icl_utils.tasks.discrete import DiscreteFeatures
 
 
 def predict(prompt: Prompt, q: Tensor) -> Tensor:
@@ -59,50 +61,78 @@ def sample_counts(probs: Tensor, n_context: int, n_samples: int, generator: torc
 
 
 def feature_attention(w: Tensor, counts: Tensor) -> Tensor:
-    """``Attn[s, k, m]``: the attention a query on ``v_k`` pays to feature ``m`` in context ``s``."""
-    if w.ndim != 2 or w.shape[0] != w.shape[1] or counts.ndim != 2 or counts.shape[1] != w.shape[0]:
-        raise ValueError(f"w must be (K, K) and counts (S, K) with the same K; got {tuple(w.shape)}, "
-                         f"{tuple(counts.shape)}")
-    logits = counts.log()[:, None, :] + w.T.to(counts)[None]  # [s, k, m] = log c_m + W[m, k]
-    return logits.softmax(dim=2)
+    """``Attn[..., s, k, m]``: the attention a query on ``v_k`` pays to feature ``m`` in context ``s``.
+
+    ``w``: shape ``(..., K, K)``; ``counts``: shape ``(..., S, K)``, with the same leading (batch) shape."""
+    if (w.ndim < 2 or w.shape[-1] != w.shape[-2] or counts.ndim != w.ndim or counts.shape[-1] != w.shape[-1]
+            or counts.shape[:-2] != w.shape[:-2]):
+        raise ValueError(f"w must be (..., K, K) and counts (..., S, K) with the same K and leading shape; got "
+                         f"{tuple(w.shape)}, {tuple(counts.shape)}")
+    logits = counts.log()[..., :, None, :] + w.transpose(-1, -2).to(counts)[..., None, :, :]  # log c_m + W[m, k]
+    return logits.softmax(dim=-1)
 
 
 def per_feature_loss(w: Tensor, counts: Tensor) -> Tensor:
-    """``L_k`` for every query feature ``k``, shape ``(K,)``, averaged over the count sample."""
+    """``L_k`` for every query feature ``k``, shape ``(..., K)``, averaged over the count sample."""
     attn = feature_attention(w, counts)
-    target = torch.eye(w.shape[0], dtype=attn.dtype, device=attn.device)
-    return 0.5 * (attn - target).square().sum(2).mean(0)
+    target = torch.eye(w.shape[-1], dtype=attn.dtype, device=attn.device)
+    return 0.5 * (attn - target).square().sum(-1).mean(-2)
 
 
 def population_loss(w: Tensor, counts: Tensor, probs: Tensor) -> Tensor:
-    """``L = sum_k p_k L_k``: the training objective."""
+    """``L = sum_k p_k L_k``: the training objective (summed over a batch of independent problems, whose
+    gradients then do not interact)."""
     return (torch.as_tensor(probs).to(counts) * per_feature_loss(w, counts)).sum()
 
 
 def run_gradient_descent(
     probs: Tensor,
-    n_context: int,
+    n_context: int | Sequence[int],
     *,
     steps: int,
     lr: float,
     n_samples: int,
     generator: torch.Generator,
     record_every: int = 10,
+    stop_below: float | None = None,
     progress: bool = True,
 ) -> tuple[Tensor, GDHistory]:
     """Gradient descent on ``L(W)`` from ``W = 0`` (``Q = 0``), recording ``W``, every ``L_k`` and the expected
-    attention matrix ``E Attn[k, m]``. Returns the final ``W`` and the :class:`~icl_utils.gd.GDHistory`."""
+    attention matrix ``E Attn[k, m]``. Returns the final ``W`` and the :class:`~icl_utils.gd.GDHistory`.
+    With ``stop_below``, the descent stops at the first record where every ``L_k`` (of every run) is at most
+    that level; ``steps`` is then a budget.
+
+    ``probs`` of shape ``(R, K)`` runs ``R`` independent problems at once (seeds when the rows repeat, or other
+    frequencies), each with its own count sample drawn from ``generator`` in row order and, if ``n_context`` is a
+    sequence, its own context length; every result then has a leading axis of length ``R`` (after the steps'
+    axis in the history). Their losses are summed, so each row follows its own gradient descent exactly.
+    """
     probs = torch.as_tensor(probs, dtype=torch.float64)
-    counts = sample_counts(probs, n_context, n_samples, generator)
-    k = probs.numel()
+    rows = probs.unsqueeze(0) if probs.ndim == 1 else probs
+    if rows.ndim != 2:
+        raise ValueError(f"probs must be (K,) or (R, K), got shape {tuple(probs.shape)}")
+    if isinstance(n_context, Sequence) and not isinstance(n_context, (str, bytes)):
+        if probs.ndim == 1 or len(n_context) != len(rows):
+            raise ValueError(f"n_context must be one int or one per row of probs ({len(rows)}), got {n_context!r}")
+        lengths = list(n_context)
+    else:
+        lengths = [n_context] * len(rows)
+    counts = torch.stack([sample_counts(p, n, n_samples, generator) for p, n in zip(rows, lengths)])
+    if probs.ndim == 1:
+        counts = counts[0]
+    k = rows.shape[1]
 
     def record(w: Tensor) -> dict[str, Tensor]:
-        return {"W": w, "loss_k": per_feature_loss(w, counts), "attn": feature_attention(w, counts).mean(0)}
+        return {"W": w, "loss_k": per_feature_loss(w, counts), "attn": feature_attention(w, counts).mean(-3)}
 
+    if stop_below is not None:
+        stop_below = checks.nonnegative_float("stop_below", stop_below, strict=True)
+    init = torch.zeros(*probs.shape[:-1], k, k, dtype=torch.float64, device=counts.device)
     return gradient_descent(
-        lambda w: population_loss(w, counts, probs), torch.zeros(k, k, dtype=torch.float64, device=counts.device),
-        steps=steps, lr=lr, record=record, record_every=record_every, progress=progress,
-        desc=f"GD on softmax attention, K={k}",
+        lambda w: population_loss(w, counts, probs), init, steps=steps, lr=lr, record=record,
+        record_every=record_every, progress=progress,
+        until=None if stop_below is None else (lambda rec: bool((rec["loss_k"] <= stop_below).all())),
+        desc=f"GD on softmax attention, K={k}" + (f", {len(rows)} runs" if probs.ndim == 2 else ""),
     )
 
 
@@ -137,60 +167,171 @@ def convergence_steps(steps: np.ndarray, loss_k: np.ndarray, eps: float) -> np.n
     return _first_steps(steps, loss_k <= eps)
 
 
-def phase_boundaries(steps: np.ndarray, attn: np.ndarray, loss_k: np.ndarray, *, feature: int,
+def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, feature: int,
                      eps: float) -> np.ndarray:
-    """The steps that end the first three of the four phases of the under-represented feature ``feature``
-    (an index ``k >= 1``; feature 0 is the dominant one), measured on the recorded expected attention
-    ``attn`` (shape ``(T, K, K)``, ``attn[t, k, m]`` a query on ``v_k`` to feature ``m``) and errors ``loss_k``
-    (shape ``(T, K)``):
+    """The steps that end the first three of the four phases of feature ``feature`` (an index ``k >= 1``; feature
+    0 is the dominant one), read off the recorded bilinear weights ``w`` (shape ``(T, K, K)``, ``w[t, m, k] =
+    B_{k,m}`` and ``w[t, k, k] = A_k``) and errors ``loss_k`` (shape ``(T, K)``), from the change of the weights
+    between records:
 
-    I ends when the query's attention to its own feature overtakes its attention to the dominant feature,
-    II when it exceeds one half, III when ``L_k <= eps``; IV is the slow convergence after.
-    Returns the three first recorded steps as floats, shape ``(3,)`` (``inf`` for an event that never happens).
+    I ends when the target weight ``A_k`` first grows faster than the off-target weight ``B_{k,1}`` to the
+    dominant feature falls; II when the growth of ``A_k`` peaks; III when ``L_k <= eps``; IV is the slow
+    convergence after. Returns the three steps as floats, shape ``(3,)`` (``inf`` for an event that never
+    happens). Phase I is empty (its end is the first step) when ``A_k`` wins from the start, as in the balanced
+    case.
     """
-    steps, attn, loss_k = _history_arrays(steps, attn=attn, loss_k=loss_k)
+    steps, w, loss_k = _history_arrays(steps, w=w, loss_k=loss_k)
     n_features = loss_k.shape[1] if loss_k.ndim == 2 else -1
-    if attn.shape[1:] != (n_features, n_features):
-        raise ValueError(f"attn must be (T, K, K) and loss_k (T, K); got {attn.shape} and {loss_k.shape}")
+    if w.shape[1:] != (n_features, n_features) or len(steps) < 3:
+        raise ValueError(f"w must be (T, K, K) and loss_k (T, K) with T >= 3; got {w.shape} and {loss_k.shape}")
     if isinstance(feature, bool) or not isinstance(feature, (int, np.integer)) or not 1 <= feature < n_features:
         raise ValueError(f"feature must be an under-represented feature's index in 1..{n_features - 1}, "
                          f"got {feature!r}")
     eps = checks.nonnegative_float("eps", eps, strict=True)
-    own = attn[:, feature, feature]
-    events = np.stack([own > attn[:, feature, 0], own > 0.5, loss_k[:, feature] <= eps], axis=1)
-    return _first_steps(steps, events)
+    rate_a = np.diff(w[:, feature, feature]) / np.diff(steps)
+    rate_b = np.diff(w[:, 0, feature]) / np.diff(steps)
+    ends = _first_steps(steps[:-1], (rate_a > -rate_b)[:, None])
+    peak = float(steps[int(np.argmax(rate_a))])
+    return np.array([ends[0], peak, _first_steps(steps, loss_k[:, feature:feature + 1] <= eps)[0]])
 
 
-def convergence_time_sweep(
-    n_features: Sequence[int],
+def bound_terms(n_features: np.ndarray, eps: np.ndarray, lr: float) -> tuple[np.ndarray, np.ndarray]:
+    """The two terms of the bound on ``T_k`` (broadcast over ``n_features`` and ``eps``): ``K^2 log K / eta`` and
+    ``K log(K eps^(-1/2)) / (eps eta)``."""
+    k, eps = np.asarray(n_features, dtype=float), np.asarray(eps, dtype=float)
+    if np.any(k < 2) or np.any(~(eps > 0)) or np.any(eps >= 1):
+        raise ValueError("n_features must be at least 2 and eps in (0, 1)")
+    lr = checks.nonnegative_float("lr", lr, strict=True)
+    return k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
+
+
+def fit_bound(times: np.ndarray, n_features: np.ndarray, eps: np.ndarray, lr: float) -> np.ndarray:
+    """Non-negative constants ``(a, b)`` of ``T ~ a K^2 log K / eta + b K log(K eps^(-1/2)) / (eps eta)`` by least
+    squares on the relative error ``1 - bound / T`` over the points given (same shapes, finite ``times``)."""
+    times = np.asarray(times, dtype=float)
+    if times.size < 2 or not np.all(np.isfinite(times)) or np.any(times <= 0):
+        raise ValueError("times must hold at least two finite positive convergence times")
+    t1, t2 = (np.broadcast_to(t, times.shape).ravel() for t in bound_terms(n_features, eps, lr))
+    design, target = np.stack([t1, t2], 1) / times.ravel()[:, None], np.ones(times.size)
+    best, best_err = None, np.inf
+    for cols in ([0, 1], [0], [1]):  # the unconstrained fit, else the best fit on one term: 2-variable NNLS
+        coef = np.zeros(2)
+        coef[cols] = np.linalg.lstsq(design[:, cols], target, rcond=None)[0]
+        err = np.square(design @ coef - target).sum()
+        if np.all(coef >= 0) and err < best_err:
+            best, best_err = coef, err
+    return best
+
+
+def concentration_quantile(w: Tensor, probs: Tensor, n_context: int, *, n_samples: int, quantile: float,
+                           generator: torch.Generator) -> Tensor:
+    """The ``quantile`` over ``n_samples`` fresh contexts of ``(1 - Attn_k)^2`` for a query on every feature
+    ``k``, shape ``(K,)``: the high-probability attention concentration of the theorem (its mean is at most
+    ``2 L_k`` whatever ``W`` is, since ``L_k >= E (1 - Attn_k)^2 / 2``)."""
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
+    counts = sample_counts(probs, n_context, n_samples, generator)
+    own = feature_attention(w, counts).diagonal(dim1=-2, dim2=-1)  # (S, K)
+    return torch.quantile((1 - own).square(), quantile, dim=0)
+
+
+@dataclass(frozen=True)
+class ConvergenceTimes:
+    """Steps to convergence of a set of problems (one row of ``probs`` and a context length each), every problem
+    run with ``n_seeds`` count samples. Arrays have shape ``(problems, seeds, len(eps))``: ``first`` is the first
+    recorded step with ``L_1 <= eps``; ``rest`` the first by which every other feature has ``L_k <= eps``;
+    ``concentration`` the largest over those features of the 0.9 quantile of ``(1 - Attn_k)^2`` on fresh contexts
+    at the step where feature ``k`` reached ``eps`` (``nan`` if it never did)."""
+
+    eps: np.ndarray
+    first: np.ndarray
+    rest: np.ndarray
+    concentration: np.ndarray
+
+
+def convergence_times(
+    problems: Sequence[tuple[Tensor, int]],
     *,
-    dominant: float,
-    context_per_feature: int,
+    eps: Sequence[float],
+    n_seeds: int,
     steps: int,
     lr: float,
     n_samples: int,
-    eps: float,
     generator: torch.Generator,
     record_every: int = 5,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The time to learn a feature against the number of features ``K``.
-
-    For every ``K`` in ``n_features``, in order, runs :func:`run_gradient_descent` on the imbalanced case
-    (``p_1 = dominant``, see :func:`~icl_utils.tasks.discrete.imbalanced_probs`) with ``N = context_per_feature
-    * K`` context examples, drawing its count sample from ``generator``. Returns ``(ks, dominant_steps,
-    slowest_steps)``: the ``K`` values (ints) and, for each, the first recorded step with ``L_1 <= eps`` and the
-    first step by which every under-represented feature has ``L_k <= eps`` (floats, ``inf`` if never).
-    """
-    if isinstance(n_features, (str, bytes)) or not isinstance(n_features, Sequence) or not n_features:
-        raise TypeError(f"n_features must be a non-empty sequence of feature counts, got {n_features!r}")
-    ks = np.array([checks.positive_int("n_features", k, minimum=2) for k in n_features])
-    context_per_feature = checks.positive_int("context_per_feature", context_per_feature)
-    first_dominant, slowest = [], []
-    for k in ks.tolist():
-        _, hist = run_gradient_descent(imbalanced_probs(k, dominant), context_per_feature * k, steps=steps, lr=lr,
+    progress: bool = True,
+) -> ConvergenceTimes:
+    """Run every problem ``(probs, n_context)`` of ``problems`` with ``n_seeds`` count samples at once
+    (:func:`run_gradient_descent`), until every feature reaches the smallest ``eps`` or ``steps`` run out, and
+    measure its :class:`ConvergenceTimes` at every level of ``eps``. Draws from ``generator`` in problem order."""
+    if isinstance(problems, (str, bytes)) or not isinstance(problems, Sequence) or not problems:
+        raise TypeError(f"problems must be a non-empty sequence of (probs, n_context) pairs, got {problems!r}")
+    levels = np.array([checks.nonnegative_float("eps", e, strict=True) for e in eps])
+    if levels.size == 0:
+        raise ValueError("eps must hold at least one level")
+    n_seeds = checks.positive_int("n_seeds", n_seeds)
+    shape = (len(problems), n_seeds, levels.size)
+    first, rest, conc = np.full(shape, np.inf), np.full(shape, np.inf), np.full(shape, np.nan)
+    for i, (probs, n_context) in enumerate(tqdm(problems, desc="convergence times", disable=not progress,
+                                               leave=False)):
+        probs = checks.probabilities("probs", probs)
+        _, hist = run_gradient_descent(probs.expand(n_seeds, -1), n_context, steps=steps, lr=lr,
                                        n_samples=n_samples, generator=generator, record_every=record_every,
-                                       progress=False)
-        t = convergence_steps(hist.steps, hist.records["loss_k"], eps)
-        first_dominant.append(t[0])
-        slowest.append(t[1:].max())
-    return ks, np.array(first_dominant), np.array(slowest)
+                                       stop_below=levels.min(), progress=False)
+        for r in range(n_seeds):
+            for j, level in enumerate(levels):
+                t = convergence_steps(hist.steps, hist.records["loss_k"][:, r], level)
+                first[i, r, j], rest[i, r, j] = t[0], t[1:].max()
+                if np.isfinite(t[1:]).all():
+                    at = np.searchsorted(hist.steps, t[1:])
+                    q = [concentration_quantile(torch.as_tensor(hist.records["W"][a, r]), probs, n_context,
+                                                n_samples=n_samples, quantile=0.9, generator=generator)[k + 1]
+                         for k, a in enumerate(at)]
+                    conc[i, r, j] = max(float(v) for v in q)
+    return ConvergenceTimes(eps=levels, first=first, rest=rest, concentration=conc)
+
+
+def empirical_loss(w: Tensor, counts: Tensor, queries: Tensor, coords: Tensor) -> Tensor:
+    """The squared error on fixed prompts, ``1/(2M) sum_i (y_hat_i - y_i)^2``, in the feature coordinates: prompt
+    ``i`` has context counts ``counts[i]`` (shape ``(M, K)``), a query on feature ``queries[i]`` (shape ``(M,)``)
+    and task coordinates ``coords[i] = (<w_i, v_m>)_m`` (shape ``(M, K)``), so that ``y_hat_i - y_i = sum_m
+    (Attn_{k_i, m} - 1{m = k_i}) <w_i, v_m>``: the token-level loss of the same prompts, exactly."""
+    attn = feature_attention(w, counts)[torch.arange(len(queries)), queries]  # (M, K): the query's row
+    target = torch.nn.functional.one_hot(queries, w.shape[-1]).to(attn)
+    return 0.5 * ((attn - target) * coords.to(attn)).sum(-1).square().mean()
+
+
+def run_empirical_gradient_descent(
+    task: DiscreteFeatures,
+    n_prompts: int,
+    n_context: int,
+    *,
+    steps: int,
+    lr: float,
+    n_samples: int,
+    generator: torch.Generator,
+    record_every: int = 10,
+    progress: bool = True,
+) -> tuple[Tensor, GDHistory]:
+    """Gradient descent from ``W = 0`` on the empirical objective of the paper's experiments: the squared error
+    on ``n_prompts`` fixed prompts of ``task``, each with its own task vector (:func:`empirical_loss`), rather
+    than its expectation. On orthonormal features, gradient descent on ``Q`` moves ``W = V^T Q V`` by exactly
+    the gradient in ``W``, so this is the token-level model's descent. Records ``W``, the population errors
+    ``L_k`` on a fresh sample of ``n_samples`` count vectors, and the empirical loss ``train``."""
+    if not isinstance(task, DiscreteFeatures):
+        raise TypeError(f"task must be a DiscreteFeatures, got {type(task).__name__}")
+    _, idx = task.sample_with_labels(checks.positive_int("n_prompts", n_prompts), n_context, generator)
+    k = task.n_features
+    counts = torch.nn.functional.one_hot(idx[:, :-1], k).sum(1).double()
+    coords = torch.randn(len(idx), k, generator=generator, device=idx.device, dtype=torch.float64)
+    population = sample_counts(task.probs, n_context, n_samples, generator)
+
+    def loss(w: Tensor) -> Tensor:
+        return empirical_loss(w, counts, idx[:, -1], coords)
+
+    def record(w: Tensor) -> dict[str, Tensor]:
+        return {"W": w, "loss_k": per_feature_loss(w, population), "train": loss(w)}
+
+    return gradient_descent(loss, torch.zeros(k, k, dtype=torch.float64, device=counts.device), steps=steps,
+                            lr=lr, record=record, record_every=record_every, progress=progress,
+                            desc=f"GD on {len(idx)} prompts, K={k}")
