@@ -71,7 +71,8 @@ def gradient_descent(
     quantities to keep (default: the loss), every ``record_every`` steps and at the end. ``hook(step, theta,
     loss)``, if given, runs after every step and may change ``theta`` in place (chapter 2's birth-death and
     perturbation). ``until(recorded)``, if given, sees every record (a dict of numpy arrays) and stops the descent
-    at the first one where it returns True: the history then ends there. Returns the final parameters, in the form of ``init``, and the history.
+    at the first one where it returns True: the history then ends there. Returns the final parameters, in the form
+    of ``init``, and the history.
 
     The losses stay on the device and are checked at each record: a NaN or infinite loss raises a
     ``FloatingPointError`` naming the first such step, without a host sync at every step (one per record, or per

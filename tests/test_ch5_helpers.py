@@ -36,17 +36,18 @@ def test_phase_boundaries_by_hand():
     steps = np.array([0, 10, 20, 30, 40, 50])
     w = np.zeros((6, 3, 3))
     w[:, 1, 1] = [0.0, 0.1, 0.3, 0.8, 1.0, 1.1]  # A_2: rates 0.01, 0.02, 0.05 (peak), 0.02, 0.01
-    w[:, 0, 1] = [0.0, -0.3, -0.5, -0.6, -0.65, -0.7]  # B_(2,1): falls at 0.03, then 0.02, 0.01, ...
+    w[:, 0, 1] = [0.0, -0.3, -0.55, -0.6, -0.65, -0.7]  # B_(2,1): falls at 0.03, 0.025, then 0.005, ...
     loss_k = np.full((6, 3), 0.5)
     loss_k[:, 1] = [0.5, 0.3, 0.1, 0.02, 0.005, 0.001]
-    # I ends at the first interval where A_2 rises faster than B_(2,1) falls (from step 20: 0.05 > 0.01),
-    # II at the peak of A_2's rate (the interval from 20), III at L_2 <= 0.01 (step 40)
+    # I ends at the first interval where A_2 rises faster than B_(2,1) falls (from step 20: 0.05 > 0.005),
+    # II at the peak of A_2's rate from there on (the interval from 20), III at L_2 <= 0.01 (step 40)
     np.testing.assert_array_equal(sa.phase_boundaries(steps, w, loss_k, feature=1, eps=0.01), [20, 20, 40])
     w[:, 1, 1] *= 10  # A_2 wins from the start: phase I is empty, as in the balanced case
     assert sa.phase_boundaries(steps, w, loss_k, feature=1, eps=0.01)[0] == 0
-    # feature 2 never moves and never converges: phase I never ends, nor does III
-    t = sa.phase_boundaries(steps, w, loss_k, feature=2, eps=0.01)
-    assert np.isinf(t[0]) and np.isinf(t[2])
+    # feature 2 never moves and never converges: no phase ends
+    assert np.isinf(sa.phase_boundaries(steps, w, loss_k, feature=2, eps=0.01)).all()
+    w[:, 2, 2] = -np.arange(6.0)  # A_3 falls faster than B_(3,1) (zero): phase I ends at once, but A_3 never grows
+    np.testing.assert_array_equal(sa.phase_boundaries(steps, w, loss_k, feature=2, eps=0.01)[:2], [np.inf, np.inf])
 
 
 def test_phase_boundaries_on_a_run_find_the_rising_off_target_weight():
@@ -105,6 +106,11 @@ def test_run_gradient_descent_batched_rows_are_separate_runs():
     for r, n in enumerate([6, 9]):
         single, _ = sa.run_gradient_descent(probs[r], n, steps=30, lr=0.5, n_samples=32, generator=gen, progress=False)
         torch.testing.assert_close(w[r], single, rtol=1e-12, atol=1e-14)
+    # the first row draws the same counts as a single run from the same seed: its records match too
+    _, first = sa.run_gradient_descent(probs[0], 6, steps=30, lr=0.5, n_samples=32,
+                                       generator=torch.Generator().manual_seed(1), record_every=10, progress=False)
+    for name in ("loss_k", "attn", "W"):
+        np.testing.assert_allclose(hist.records[name][:, 0], first.records[name], rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match="n_context"):
         sa.run_gradient_descent(probs, [6], steps=3, lr=0.5, n_samples=8, generator=gen, progress=False)
 
@@ -133,14 +139,47 @@ def test_fit_bound_recovers_constants_and_bounds_a_faster_law():
 
 
 def test_concentration_quantile_by_hand():
-    # K = 2, W = 0: a query on v_1 puts c_1 / N on its own feature; all contexts have counts (3, 1)
+    # K = 2, W = 0, one token per context: a query on v_1 puts all its attention on v_1 when the token is v_1
+    # ((1 - Attn)^2 = 0), none otherwise (1), each with probability 1/2: the 0.3 quantile is 0, the 0.9 quantile 1
     gen = torch.Generator().manual_seed(0)
-    q = sa.concentration_quantile(torch.zeros(2, 2, dtype=torch.float64), torch.tensor([1 - 1e-12, 1e-12]), 4,
-                                  n_samples=16, quantile=0.9, generator=gen)
-    assert q[0].item() == pytest.approx(0.0)  # all four tokens are v_1
-    with pytest.raises(ValueError, match="quantile"):
-        sa.concentration_quantile(torch.zeros(2, 2, dtype=torch.float64), torch.tensor([0.5, 0.5]), 4, n_samples=8,
-                                  quantile=1.0, generator=gen)
+    zero, half = torch.zeros(2, 2, dtype=torch.float64), torch.tensor([0.5, 0.5])
+    low = sa.concentration_quantile(zero, half, 1, n_samples=4000, quantile=0.3, generator=gen)
+    high = sa.concentration_quantile(zero, half, 1, n_samples=4000, quantile=0.9, generator=gen)
+    assert low.tolist() == [0.0, 0.0] and high.tolist() == [1.0, 1.0]
+    for bad in (1.0, "0.9"):
+        with pytest.raises(ValueError, match="quantile"):
+            sa.concentration_quantile(zero, half, 4, n_samples=8, quantile=bad, generator=gen)
+    with pytest.raises(ValueError, match="w must be a \\(2, 2\\)"):
+        sa.concentration_quantile(torch.zeros(3, 3), half, 4, n_samples=8, quantile=0.5, generator=gen)
+
+
+def test_bad_inputs_get_named_errors(gen):
+    w, counts = torch.zeros(2, 2, dtype=torch.float64), torch.tensor([[2.0, 1.0]], dtype=torch.float64)
+    with pytest.raises(TypeError, match="w must be a torch.Tensor"):
+        sa.feature_attention(np.zeros((2, 2)), counts)
+    with pytest.raises(ValueError, match="probs must have shape"):
+        sa.population_loss(w, counts, torch.tensor([1.0]))
+    with pytest.raises(ValueError, match="queries"):
+        sa.empirical_loss(w, counts.expand(5, -1), torch.tensor([0]), torch.zeros(5, 2))
+    with pytest.raises(ValueError, match="coords"):
+        sa.empirical_loss(w, counts, torch.tensor([0]), torch.zeros(2))
+    with pytest.raises(ValueError, match="n_features must be a number or have the shape of times"):
+        sa.fit_bound(np.ones((2, 2)), np.array([4.0, 8.0]), 0.01, 1.0)
+    with pytest.raises(ValueError, match="n_features"):
+        sa.bound_terms(np.nan, 0.01, 1.0)
+    with pytest.raises(TypeError, match="eps must be a sequence"):
+        sa.convergence_times([(torch.tensor([0.5, 0.5]), 4)], eps=0.05, n_seeds=1, steps=2, lr=1.0, n_samples=4,
+                             generator=gen, progress=False)
+    with pytest.raises(TypeError, match="pairs"):
+        sa.convergence_times([torch.tensor([0.5, 0.5])], eps=(0.05,), n_seeds=1, steps=2, lr=1.0, n_samples=4,
+                             generator=gen, progress=False)
+
+
+def test_integer_counts_do_not_round_the_weights():
+    w = 0.7 * torch.eye(2, dtype=torch.float64)
+    got = sa.feature_attention(w, torch.tensor([[2, 2]]))[0, 0]
+    want = torch.tensor([np.exp(0.7), 1.0], dtype=torch.float64) / (np.exp(0.7) + 1)
+    torch.testing.assert_close(got, want)
 
 
 def test_empirical_loss_is_the_token_level_loss_on_the_same_prompts(gen):

@@ -63,7 +63,15 @@ def sample_counts(probs: Tensor, n_context: int, n_samples: int, generator: torc
 def feature_attention(w: Tensor, counts: Tensor) -> Tensor:
     """``Attn[..., s, k, m]``: the attention a query on ``v_k`` pays to feature ``m`` in context ``s``.
 
-    ``w``: shape ``(..., K, K)``; ``counts``: shape ``(..., S, K)``, with the same leading (batch) shape."""
+    ``w``: shape ``(..., K, K)``, floating point; ``counts``: shape ``(..., S, K)``, with the same leading (batch)
+    shape (integer counts are taken in ``w``'s dtype, so that they never round ``w``)."""
+    for name, value in (("w", w), ("counts", counts)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if not w.is_floating_point():
+        raise TypeError(f"w must be a floating-point tensor, got {w.dtype}")
+    if not counts.is_floating_point():
+        counts = counts.to(w.dtype)
     if (w.ndim < 2 or w.shape[-1] != w.shape[-2] or counts.ndim != w.ndim or counts.shape[-1] != w.shape[-1]
             or counts.shape[:-2] != w.shape[:-2]):
         raise ValueError(f"w must be (..., K, K) and counts (..., S, K) with the same K and leading shape; got "
@@ -82,7 +90,12 @@ def per_feature_loss(w: Tensor, counts: Tensor) -> Tensor:
 def population_loss(w: Tensor, counts: Tensor, probs: Tensor) -> Tensor:
     """``L = sum_k p_k L_k``: the training objective (summed over a batch of independent problems, whose
     gradients then do not interact)."""
-    return (torch.as_tensor(probs).to(counts) * per_feature_loss(w, counts)).sum()
+    losses = per_feature_loss(w, counts)
+    probs = torch.as_tensor(probs).to(losses)
+    if probs.shape != losses.shape:
+        raise ValueError(f"probs must have shape {tuple(losses.shape)} (one row per problem of w), got "
+                         f"{tuple(probs.shape)}")
+    return (probs * losses).sum()
 
 
 def run_gradient_descent(
@@ -177,7 +190,7 @@ def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, fe
     I ends when the target weight ``A_k`` first grows faster than the off-target weight ``B_{k,1}`` to the
     dominant feature falls; II when the growth of ``A_k`` peaks; III when ``L_k <= eps``; IV is the slow
     convergence after. Returns the three steps as floats, shape ``(3,)`` (``inf`` for an event that never
-    happens). Phase I is empty (its end is the first step) when ``A_k`` wins from the start, as in the balanced
+    happens: phase II never ends if I does not, or if ``A_k`` never grows). Phase I is empty (its end is the first step) when ``A_k`` wins from the start, as in the balanced
     case.
     """
     steps, w, loss_k = _history_arrays(steps, w=w, loss_k=loss_k)
@@ -190,16 +203,20 @@ def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, fe
     eps = checks.nonnegative_float("eps", eps, strict=True)
     rate_a = np.diff(w[:, feature, feature]) / np.diff(steps)
     rate_b = np.diff(w[:, 0, feature]) / np.diff(steps)
-    ends = _first_steps(steps[:-1], (rate_a > -rate_b)[:, None])
-    peak = float(steps[int(np.argmax(rate_a))])
-    return np.array([ends[0], peak, _first_steps(steps, loss_k[:, feature:feature + 1] <= eps)[0]])
+    first_end = _first_steps(steps[:-1], (rate_a > -rate_b)[:, None])[0]
+    peak = np.inf
+    if np.isfinite(first_end):  # II: the peak of A_k's growth from the end of phase I on, if it grows at all
+        after = np.flatnonzero(steps[:-1] >= first_end)
+        top = after[np.argmax(rate_a[after])]
+        peak = float(steps[top]) if rate_a[top] > 0 else np.inf
+    return np.array([first_end, peak, _first_steps(steps, loss_k[:, feature:feature + 1] <= eps)[0]])
 
 
 def bound_terms(n_features: np.ndarray, eps: np.ndarray, lr: float) -> tuple[np.ndarray, np.ndarray]:
     """The two terms of the bound on ``T_k`` (broadcast over ``n_features`` and ``eps``): ``K^2 log K / eta`` and
     ``K log(K eps^(-1/2)) / (eps eta)``."""
     k, eps = np.asarray(n_features, dtype=float), np.asarray(eps, dtype=float)
-    if np.any(k < 2) or np.any(~(eps > 0)) or np.any(eps >= 1):
+    if not (np.all(np.isfinite(k)) and np.all(k >= 2)) or not (np.all(eps > 0) and np.all(eps < 1)):
         raise ValueError("n_features must be at least 2 and eps in (0, 1)")
     lr = checks.nonnegative_float("lr", lr, strict=True)
     return k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
@@ -211,6 +228,10 @@ def fit_bound(times: np.ndarray, n_features: np.ndarray, eps: np.ndarray, lr: fl
     times = np.asarray(times, dtype=float)
     if times.size < 2 or not np.all(np.isfinite(times)) or np.any(times <= 0):
         raise ValueError("times must hold at least two finite positive convergence times")
+    for name, value in (("n_features", n_features), ("eps", eps)):
+        if np.shape(value) not in ((), times.shape):
+            raise ValueError(f"{name} must be a number or have the shape of times, {times.shape}; got "
+                             f"{np.shape(value)}")
     t1, t2 = (np.broadcast_to(t, times.shape).ravel() for t in bound_terms(n_features, eps, lr))
     design, target = np.stack([t1, t2], 1) / times.ravel()[:, None], np.ones(times.size)
     best, best_err = None, np.inf
@@ -228,8 +249,11 @@ def concentration_quantile(w: Tensor, probs: Tensor, n_context: int, *, n_sample
     """The ``quantile`` over ``n_samples`` fresh contexts of ``(1 - Attn_k)^2`` for a query on every feature
     ``k``, shape ``(K,)``: the high-probability attention concentration of the theorem (its mean is at most
     ``2 L_k`` whatever ``W`` is, since ``L_k >= E (1 - Attn_k)^2 / 2``)."""
-    if not 0 < quantile < 1:
-        raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
+    if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0 < quantile < 1:
+        raise ValueError(f"quantile must be a number in (0, 1), got {quantile!r}")
+    probs = checks.probabilities("probs", probs)
+    if not isinstance(w, Tensor) or tuple(w.shape) != (probs.numel(), probs.numel()):
+        raise ValueError(f"w must be a ({probs.numel()}, {probs.numel()}) tensor, one row per feature of probs")
     counts = sample_counts(probs, n_context, n_samples, generator)
     own = feature_attention(w, counts).diagonal(dim1=-2, dim2=-1)  # (S, K)
     return torch.quantile((1 - own).square(), quantile, dim=0)
@@ -239,8 +263,8 @@ def concentration_quantile(w: Tensor, probs: Tensor, n_context: int, *, n_sample
 class ConvergenceTimes:
     """Steps to convergence of a set of problems (one row of ``probs`` and a context length each), every problem
     run with ``n_seeds`` count samples. Arrays have shape ``(problems, seeds, len(eps))``: ``first`` is the first
-    recorded step with ``L_1 <= eps``; ``rest`` the first by which every other feature has ``L_k <= eps``;
-    ``concentration`` the largest over those features of the 0.9 quantile of ``(1 - Attn_k)^2`` on fresh contexts
+    recorded step with ``L_1 <= eps``; ``rest`` the last of the other features' first steps with ``L_k <= eps``
+    (the latest of their first crossings); ``concentration`` the largest over those features of the 0.9 quantile of ``(1 - Attn_k)^2`` on fresh contexts
     at the step where feature ``k`` reached ``eps`` (``nan`` if it never did)."""
 
     eps: np.ndarray
@@ -266,6 +290,11 @@ def convergence_times(
     measure its :class:`ConvergenceTimes` at every level of ``eps``. Draws from ``generator`` in problem order."""
     if isinstance(problems, (str, bytes)) or not isinstance(problems, Sequence) or not problems:
         raise TypeError(f"problems must be a non-empty sequence of (probs, n_context) pairs, got {problems!r}")
+    if any(not isinstance(p, Sequence) or len(p) != 2 for p in problems):
+        raise TypeError("problems must hold (probs, n_context) pairs")
+    problems = [(checks.probabilities("probs", p), checks.positive_int("n_context", n)) for p, n in problems]
+    if isinstance(eps, (str, bytes)) or not isinstance(eps, Sequence):
+        raise TypeError(f"eps must be a sequence of levels, got {eps!r}")
     levels = np.array([checks.nonnegative_float("eps", e, strict=True) for e in eps])
     if levels.size == 0:
         raise ValueError("eps must hold at least one level")
@@ -274,7 +303,6 @@ def convergence_times(
     first, rest, conc = np.full(shape, np.inf), np.full(shape, np.inf), np.full(shape, np.nan)
     for i, (probs, n_context) in enumerate(tqdm(problems, desc="convergence times", disable=not progress,
                                                leave=False)):
-        probs = checks.probabilities("probs", probs)
         _, hist = run_gradient_descent(probs.expand(n_seeds, -1), n_context, steps=steps, lr=lr,
                                        n_samples=n_samples, generator=generator, record_every=record_every,
                                        stop_below=levels.min(), progress=False)
@@ -296,7 +324,15 @@ def empirical_loss(w: Tensor, counts: Tensor, queries: Tensor, coords: Tensor) -
     ``i`` has context counts ``counts[i]`` (shape ``(M, K)``), a query on feature ``queries[i]`` (shape ``(M,)``)
     and task coordinates ``coords[i] = (<w_i, v_m>)_m`` (shape ``(M, K)``), so that ``y_hat_i - y_i = sum_m
     (Attn_{k_i, m} - 1{m = k_i}) <w_i, v_m>``: the token-level loss of the same prompts, exactly."""
-    attn = feature_attention(w, counts)[torch.arange(len(queries)), queries]  # (M, K): the query's row
+    if not isinstance(counts, Tensor) or not isinstance(w, Tensor) or counts.ndim != 2 or w.ndim != 2:
+        raise ValueError("w must be a (K, K) tensor and counts an (M, K) tensor")
+    n_prompts, k = counts.shape[0], w.shape[-1]
+    if (not isinstance(queries, Tensor) or queries.dtype not in (torch.int32, torch.int64)
+            or tuple(queries.shape) != (n_prompts,) or queries.min() < 0 or queries.max() >= k):
+        raise ValueError(f"queries must be ({n_prompts},) integer feature indices in 0..{k - 1}, one per prompt")
+    if not isinstance(coords, Tensor) or tuple(coords.shape) != (n_prompts, k):
+        raise ValueError(f"coords must be a ({n_prompts}, {k}) tensor, one row of task coordinates per prompt")
+    attn = feature_attention(w, counts)[torch.arange(n_prompts), queries]  # (M, K): the query's row
     target = torch.nn.functional.one_hot(queries, w.shape[-1]).to(attn)
     return 0.5 * ((attn - target) * coords.to(attn)).sum(-1).square().mean()
 
