@@ -735,8 +735,9 @@ def plot_phase_weights(steps: np.ndarray, w: np.ndarray, *, feature: int, other:
 
 def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
     """Steps to convergence on log-log axes, one panel per mapping of ``panels``: ``x`` (shape ``(P,)``, the
-    swept quantity), ``xlabel``, ``times`` (a dict from a label to measured steps of shape ``(P, seeds)``: the
-    median is drawn with the range over seeds as an error bar) and optionally ``bounds`` (a dict from a label to
+    swept quantity), ``xlabel``, ``times`` (a dict from a label to measured steps of shape ``(P, seeds)``, or to a
+    pair ``(x, steps)`` for a series on its own x values: the median is drawn with the range over seeds as an error
+    bar) and optionally ``bounds`` (a dict from a label to
     values of shape ``(P,)``, drawn dashed)."""
     if not panels:
         raise ValueError("panels must hold at least one panel")
@@ -744,11 +745,12 @@ def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
     for ax, panel in zip(axes[0], panels):
         x = np.asarray(panel["x"], dtype=float)
         for i, (label, t) in enumerate(panel["times"].items()):
+            xs, t = (np.asarray(t[0], dtype=float), t[1]) if isinstance(t, tuple) else (x, t)
             t = np.asarray(t, dtype=float)
-            if t.shape[0] != len(x):
-                raise ValueError(f"times[{label!r}] must have one row per x value ({len(x)}), got {t.shape}")
+            if t.shape[0] != len(xs):
+                raise ValueError(f"times[{label!r}] must have one row per x value ({len(xs)}), got {t.shape}")
             med = np.median(t, 1)
-            ax.errorbar(x, med, yerr=[med - t.min(1), t.max(1) - med], fmt="o-", color=PALETTE[i % len(PALETTE)],
+            ax.errorbar(xs, med, yerr=[med - t.min(1), t.max(1) - med], fmt="o-", color=PALETTE[i % len(PALETTE)],
                         capsize=3, label=label)
         for j, (label, b) in enumerate(panel.get("bounds", {}).items()):
             ax.plot(x, b, "--", color=str(0.2 + 0.25 * j), label=label)

@@ -128,6 +128,10 @@ def test_fit_bound_recovers_constants_and_bounds_a_faster_law():
     t1, t2 = sa.bound_terms(ks, eps, 1.0)
     np.testing.assert_allclose(sa.fit_bound(2.0 * t1 + 0.1 * t2, ks, eps, 1.0), [2.0, 0.1], rtol=1e-10)
     np.testing.assert_allclose(sa.fit_bound(0.3 * t2, ks, eps, 1.0), [0.0, 0.3], atol=1e-12)
+    # a = 0 forced: the best b for a law that needs the first term; its relative-error least squares by hand
+    x = t2 / (2.0 * t1 + 0.1 * t2)
+    np.testing.assert_allclose(sa.fit_bound(2.0 * t1 + 0.1 * t2, ks, eps, 1.0, eps_term_only=True),
+                               [0.0, x.sum() / np.square(x).sum()], rtol=1e-12)
     # K^4 grows faster than the bound: fitted on K <= 6 it underestimates K = 12 (the chapter's control)
     fast = ks**4
     a, b = sa.fit_bound(fast[:2], ks[:2], eps[:2], 1.0)
@@ -254,12 +258,14 @@ def test_plot_phase_weights_draws_three_weights_and_four_phases():
 
 def test_plot_convergence_times_draws_medians_ranges_and_bounds():
     t = np.array([[100.0, 110.0, 90.0], [300.0, 320.0, 310.0]])
-    fig = plot_convergence_times([{"x": [4, 8], "xlabel": "K", "times": {"rare": t}, "bounds": {"bound": [120, 350]}},
+    fig = plot_convergence_times([{"x": [4, 8], "xlabel": "K", "bounds": {"bound": [120, 350]},
+                                   "times": {"rare": t, "own x": ([4, 6, 8], np.vstack([t, t[:1]]))}},
                                   {"x": [25, 100], "xlabel": "1/eps", "times": {"K = 4": t}}])
     left, right = fig.axes
     assert left.get_xscale() == left.get_yscale() == "log" and right.get_xlabel() == "1/eps"
     np.testing.assert_array_equal(left.lines[0].get_ydata(), [100.0, 310.0])  # medians over seeds
-    assert sorted(text.get_text() for text in left.get_legend().get_texts()) == ["bound", "rare"]
+    assert any(list(line.get_xdata()) == [4, 6, 8] for line in left.lines)  # a series on its own x values
+    assert sorted(text.get_text() for text in left.get_legend().get_texts()) == ["bound", "own x", "rare"]
     plt.close(fig)
     with pytest.raises(ValueError, match="one row per x"):
         plot_convergence_times([{"x": [4], "xlabel": "K", "times": {"rare": t}}])

@@ -190,8 +190,8 @@ def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, fe
     I ends when the target weight ``A_k`` first grows faster than the off-target weight ``B_{k,1}`` to the
     dominant feature falls; II when the growth of ``A_k`` peaks; III when ``L_k <= eps``; IV is the slow
     convergence after. Returns the three steps as floats, shape ``(3,)`` (``inf`` for an event that never
-    happens: phase II never ends if I does not, or if ``A_k`` never grows). Phase I is empty (its end is the first step) when ``A_k`` wins from the start, as in the balanced
-    case.
+    happens: phase II never ends if I does not, or if ``A_k`` never grows). Phase I is empty (its end is the first
+    step) when ``A_k`` wins from the start, as in the balanced case.
     """
     steps, w, loss_k = _history_arrays(steps, w=w, loss_k=loss_k)
     n_features = loss_k.shape[1] if loss_k.ndim == 2 else -1
@@ -222,9 +222,11 @@ def bound_terms(n_features: np.ndarray, eps: np.ndarray, lr: float) -> tuple[np.
     return k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
 
 
-def fit_bound(times: np.ndarray, n_features: np.ndarray, eps: np.ndarray, lr: float) -> np.ndarray:
+def fit_bound(times: np.ndarray, n_features: np.ndarray, eps: np.ndarray, lr: float, *,
+              eps_term_only: bool = False) -> np.ndarray:
     """Non-negative constants ``(a, b)`` of ``T ~ a K^2 log K / eta + b K log(K eps^(-1/2)) / (eps eta)`` by least
-    squares on the relative error ``1 - bound / T`` over the points given (same shapes, finite ``times``)."""
+    squares on the relative error ``1 - bound / T`` over the points given (same shapes, finite ``times``).
+    ``eps_term_only`` fits ``b`` alone, with ``a = 0``: the bound without its first term."""
     times = np.asarray(times, dtype=float)
     if times.size < 2 or not np.all(np.isfinite(times)) or np.any(times <= 0):
         raise ValueError("times must hold at least two finite positive convergence times")
@@ -235,7 +237,8 @@ def fit_bound(times: np.ndarray, n_features: np.ndarray, eps: np.ndarray, lr: fl
     t1, t2 = (np.broadcast_to(t, times.shape).ravel() for t in bound_terms(n_features, eps, lr))
     design, target = np.stack([t1, t2], 1) / times.ravel()[:, None], np.ones(times.size)
     best, best_err = None, np.inf
-    for cols in ([0, 1], [0], [1]):  # the unconstrained fit, else the best fit on one term: 2-variable NNLS
+    for cols in ([[1]] if checks.boolean("eps_term_only", eps_term_only) else ([0, 1], [0], [1])):
+        # the unconstrained fit, else the best fit on one term: a 2-variable non-negative least squares
         coef = np.zeros(2)
         coef[cols] = np.linalg.lstsq(design[:, cols], target, rcond=None)[0]
         err = np.square(design @ coef - target).sum()
@@ -264,8 +267,8 @@ class ConvergenceTimes:
     """Steps to convergence of a set of problems (one row of ``probs`` and a context length each), every problem
     run with ``n_seeds`` count samples. Arrays have shape ``(problems, seeds, len(eps))``: ``first`` is the first
     recorded step with ``L_1 <= eps``; ``rest`` the last of the other features' first steps with ``L_k <= eps``
-    (the latest of their first crossings); ``concentration`` the largest over those features of the 0.9 quantile of ``(1 - Attn_k)^2`` on fresh contexts
-    at the step where feature ``k`` reached ``eps`` (``nan`` if it never did)."""
+    (the latest of their first crossings); ``concentration`` the largest over those features of the 0.9 quantile of
+    ``(1 - Attn_k)^2`` on fresh contexts at the step where feature ``k`` reached ``eps`` (``nan`` if it never did)."""
 
     eps: np.ndarray
     first: np.ndarray
