@@ -4,13 +4,19 @@ Public functions check their arguments once, on entry, with these helpers; inter
 
 from __future__ import annotations
 
+import contextvars
 import numbers
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor
 
+from icl_utils import config
 from icl_utils.prompts import Prompt, TaskFamily
+
+_CHECK_VALUES = contextvars.ContextVar("icl_utils_check_values", default=True)
 
 
 def positive_int(name: str, value: object, minimum: int = 1) -> int:
@@ -19,6 +25,16 @@ def positive_int(name: str, value: object, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
+
+
+def real(name: str, value: object) -> float:
+    """A finite real number (numpy scalars included), as a Python float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if value != value or abs(value) == float("inf"):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return value
 
 
 def nonnegative_float(name: str, value: object, strict: bool = False) -> float:
@@ -30,8 +46,19 @@ def nonnegative_float(name: str, value: object, strict: bool = False) -> float:
     return value
 
 
+def as_float64(name: str, value: object) -> Tensor:
+    """``value`` (a tensor, array or nested list of numbers) as a float64 tensor, or a TypeError naming it."""
+    if isinstance(value, Tensor):
+        return value.double()
+    try:
+        return torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"{name} must be a tensor of numbers, got {type(value).__name__}") from err
+
+
 def vector(name: str, value: object, dim: int) -> Tensor:
-    t = torch.as_tensor(value, dtype=torch.float64) if not isinstance(value, Tensor) else value.double()
+    """A finite ``(dim,)`` vector, as float64 on the CPU."""
+    t = as_float64(name, value)
     if tuple(t.shape) != (dim,):
         raise ValueError(f"{name} must have shape ({dim},), got {tuple(t.shape)}")
     if not torch.isfinite(t).all():
@@ -41,7 +68,7 @@ def vector(name: str, value: object, dim: int) -> Tensor:
 
 def matrix(name: str, value: object, dim: int) -> Tensor:
     """A finite ``(dim, dim)`` matrix, as float64 on the CPU."""
-    t = torch.as_tensor(value, dtype=torch.float64) if not isinstance(value, Tensor) else value.double()
+    t = as_float64(name, value)
     if tuple(t.shape) != (dim, dim):
         raise ValueError(f"{name} must have shape ({dim}, {dim}), got {tuple(t.shape)}")
     if not torch.isfinite(t).all():
@@ -81,7 +108,7 @@ def prompt_fits(prompt_x: Tensor, module: torch.nn.Module) -> None:
 
 def probabilities(name: str, value: object) -> Tensor:
     """A non-empty vector of positive probabilities summing to 1, as float64 on the CPU."""
-    probs = torch.as_tensor(value, dtype=torch.float64).cpu()
+    probs = as_float64(name, value).cpu()
     if probs.ndim != 1 or probs.numel() < 1:
         raise ValueError(f"{name} must be a non-empty vector, got shape {tuple(probs.shape)}")
     if torch.any(~(probs > 0)) or abs(probs.sum().item() - 1) > 1e-6:
@@ -113,10 +140,42 @@ def same_device(a: torch.device | str, b: torch.device | str) -> bool:
     return resolved(a) == resolved(b)
 
 
-def prompt(value: object, name: str = "prompt") -> Prompt:
-    """An :class:`icl_utils.prompts.Prompt`."""
+@contextmanager
+def nonfinite_allowed() -> Iterator[None]:
+    """Within the block, public functions accept prompts that hold NaN or infinite values (the check costs one
+    pass over the prompt and, on a GPU, a host sync per call)."""
+    token = _CHECK_VALUES.set(False)
+    try:
+        yield
+    finally:
+        _CHECK_VALUES.reset(token)
+
+
+def finite(name: str, value: Tensor) -> Tensor:
+    """``value`` itself, or a ValueError naming it when it holds a NaN or an infinity."""
+    if not bool(torch.isfinite(value).all()):
+        bad = ~torch.isfinite(value)
+        raise ValueError(f"{name} must be finite, but holds {int(bad.sum())} NaN or infinite value(s) of {value.numel()}")
+    return value
+
+
+def prompt(value: object, name: str = "prompt", *, finite: bool = True) -> Prompt:
+    """An :class:`icl_utils.prompts.Prompt`, whose values are finite unless ``finite=False`` (a model's forward
+    pass, which must not sync inside a training step) or inside :func:`nonfinite_allowed`."""
     if not isinstance(value, Prompt):
         raise TypeError(f"{name} must be an icl_utils.Prompt, got {type(value).__name__}")
+    if finite and _CHECK_VALUES.get():
+        fields = ("x", "y", "x_query", "y_query")
+        ok = torch.stack([torch.isfinite(getattr(value, f)).all() for f in fields]).tolist()  # one host sync
+        for field, fine in zip(fields, ok):
+            if not fine:
+                values = getattr(value, field)
+                bad = ~torch.isfinite(values)
+                first = int(bad.reshape(len(values), -1).any(1).nonzero()[0, 0])
+                raise ValueError(
+                    f"{name}.{field} holds {int(bad.sum())} NaN or infinite value(s), the first in prompt {first}; "
+                    "drop those prompts, or wrap the call in icl_utils.checks.nonfinite_allowed()"
+                )
     return value
 
 
@@ -161,13 +220,37 @@ def module(name: str, value: object) -> torch.nn.Module:
     return value
 
 
-def generator(value: object) -> torch.Generator:
+def generator(value: object, name: str = "generator") -> torch.Generator:
     """A torch.Generator (samplers draw on its device)."""
     if not isinstance(value, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(value).__name__}")
+        raise TypeError(f"{name} must be a torch.Generator, got {type(value).__name__}")
     return value
 
 
-def sample_sizes(batch: object, n: object, gen: object) -> tuple[int, int, torch.Generator]:
-    """The arguments every sampler shares: ``batch >= 1`` prompts of ``n >= 0`` examples, drawn with ``gen``."""
-    return positive_int("batch", batch), positive_int("n", n, minimum=0), generator(gen)
+def text(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    return value
+
+
+def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> None:
+    """A ValueError with the estimated size when one tensor of ``values`` entries would exceed
+    :data:`icl_utils.config.MAX_ELEMENTS`, before torch tries (and a machine swaps for a minute) to allocate it."""
+    if values > config.MAX_ELEMENTS:
+        size = values * torch.finfo(dtype).bits / 8
+        raise ValueError(
+            f"{what} = {values:.3g} values ({size / 2**30:.3g} GiB in {dtype}) exceed the limit of one tensor, "
+            f"config.MAX_ELEMENTS = {config.MAX_ELEMENTS:.3g} values; ask for fewer at a time"
+        )
+
+
+def sample_sizes(batch: object, n: object, gen: object, dim: int | None = None) -> tuple[int, int, torch.Generator]:
+    """The arguments every sampler shares: ``batch >= 1`` prompts of ``n >= 0`` examples, drawn with ``gen``; given
+    the task's ``dim``, the prompt's size is checked against :data:`icl_utils.config.MAX_ELEMENTS`."""
+    batch, n, gen = positive_int("batch", batch), positive_int("n", n, minimum=0), generator(gen)
+    if dim is not None:
+        allocation("batch * (n + 1) * dim", batch * (n + 1) * dim)
+    return batch, n, gen
+
+
+device = config.resolve_device  # a device that exists here: cpu, or cuda/mps when torch sees one

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 import random
 from typing import TypeVar
@@ -19,6 +20,9 @@ MODES = ("quick", "full")
 #: Values computed at once by the loops that work through many prompts a chunk at a time (64 MB in float32):
 #: enough to keep a GPU busy, few enough that full mode's largest batches never materialize whole.
 CHUNK_ELEMENTS = 2**24
+#: The most values one tensor may hold (4 GiB in float32): a request above it is an error that gives the size,
+#: instead of an allocation that swaps for a minute and then fails.
+MAX_ELEMENTS = 2**30
 T = TypeVar("T")
 
 
@@ -45,20 +49,40 @@ def by_mode(quick: T, full: T) -> T:
     return full if is_full() else quick
 
 
+def resolve_device(name: str, value: object) -> torch.device:
+    """``value`` (a ``torch.device`` or a string such as ``cpu``, ``cuda:1``) as a device that exists here, or a
+    ValueError/TypeError naming ``name``."""
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(f"{name} must be a torch.device or a string such as 'cpu' or 'cuda', got {type(value).__name__}")
+    try:
+        dev = torch.device(value)
+    except RuntimeError as err:
+        raise ValueError(f"{name}={value!r} is not a device string such as 'cpu' or 'cuda'") from err
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name}={value!r} asks for CUDA, but torch sees no CUDA device")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"{name}={value!r}: torch sees {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"{name}={value!r} asks for MPS, but torch sees no MPS device")
+    elif dev.type != "cpu":
+        raise ValueError(f"{name}={value!r}: supported device types are cpu, cuda and mps")
+    return dev
+
+
 def get_device() -> torch.device:
     """The device to compute on: ``ICL_DEVICE`` if set, else CUDA when available, else the CPU."""
     requested = os.environ.get("ICL_DEVICE", "").strip()
     if not requested:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(requested)
-    except RuntimeError as err:
-        raise ValueError(f"ICL_DEVICE={requested!r} is not a device string such as 'cpu' or 'cuda'") from err
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"ICL_DEVICE={requested!r} asks for CUDA, but torch sees no CUDA device")
-    if dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"ICL_DEVICE={requested!r}: supported device types are cpu, cuda and mps")
-    return dev
+    return resolve_device("ICL_DEVICE", requested)
+
+
+def _seed(seed: object) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    return int(seed)
 
 
 def seed_everything(seed: int) -> torch.Generator:
@@ -66,8 +90,7 @@ def seed_everything(seed: int) -> torch.Generator:
 
     Samplers take that generator explicitly; the global seeds cover model initialization.
     """
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = _seed(seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -76,7 +99,8 @@ def seed_everything(seed: int) -> torch.Generator:
 
 def make_generator(seed: int, device: torch.device | str | None = None) -> torch.Generator:
     """A torch generator on ``device`` (default: the configured device) seeded with ``seed``."""
-    dev = torch.device(device) if device is not None else get_device()
+    seed = _seed(seed)
+    dev = resolve_device("device", device) if device is not None else get_device()
     gen = torch.Generator(device=dev)
     gen.manual_seed(seed)
     return gen

@@ -138,8 +138,11 @@ def kernel_ridge(
     closed form ``alpha_i / [(K + lam I)^{-1}]_ii``; each prompt uses the pair with the smallest leave-one-out error.
     """
     prompt = checks.prompt(prompt)
-    if not lams or any(checks.nonnegative_float("lams", lam, strict=True) <= 0 for lam in lams):
-        raise ValueError("lams must be a non-empty sequence of positive penalties")
+    if not isinstance(lams, (tuple, list)):
+        raise TypeError(f"lams must be a tuple or list of positive penalties, got {type(lams).__name__}")
+    if not lams:
+        raise ValueError("lams must be a non-empty tuple or list of positive penalties")
+    lams = tuple(checks.nonnegative_float("lams", lam, strict=True) for lam in lams)
     if bandwidth is None:
         bandwidths = (prompt.dim**0.5,)
     else:

@@ -59,6 +59,8 @@ def gd_beta_risk(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tensor:
         raise ValueError(f"beta0 must be a tensor of shape ({d},)")
     if not isinstance(gamma, Tensor) or tuple(gamma.shape) != (d, d):
         raise ValueError(f"gamma must be a tensor of shape ({d}, {d})")
+    checks.finite("beta0", beta0.detach())
+    checks.finite("gamma", gamma.detach())
     beta0, gamma = beta0.double().cpu(), gamma.double().cpu()
     shift = mean - beta0
     m = psi + torch.outer(shift, shift)

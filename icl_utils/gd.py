@@ -36,6 +36,7 @@ def _blocks(init: object) -> dict[str, Tensor]:
         label = f"init[{name!r}]" if name else "init"
         if not isinstance(value, Tensor) or not value.is_floating_point():
             raise TypeError(f"{label} must be a floating-point tensor, got {type(value).__name__}")
+        checks.finite(label, value.detach())
     if len({(t.device, t.dtype) for t in blocks.values()}) > 1:
         raise ValueError("the tensors of init must share one device and dtype")
     return dict(blocks)
@@ -90,6 +91,8 @@ def gradient_descent(
         raise TypeError("hook must be callable as hook(step, theta, loss)")
     if until is not None and not callable(until):
         raise TypeError("until must be callable on the recorded values")
+    checks.boolean("progress", progress)
+    checks.text("desc", desc)
     params = {name: t.detach().clone().requires_grad_(True) for name, t in blocks.items()}
     theta = params if isinstance(init, Mapping) else params[""]
 
@@ -100,6 +103,7 @@ def gradient_descent(
             raise TypeError(f"loss_fn must return a scalar tensor, got a {type(loss).__name__}{shape}")
         return loss
 
+    records_loss = record is None  # then the final record is a loss too, and checked as one
     record = record if record is not None else (lambda _: {"loss": evaluate()})
     first = next(iter(params.values()))
     losses = torch.empty(steps, dtype=first.dtype, device=first.device)
@@ -115,8 +119,17 @@ def gradient_descent(
     def keep(step: int) -> bool:
         """Record at ``step``; whether ``until`` says to stop there."""
         check_finite(step)
+        finite = torch.stack([torch.isfinite(p.detach()).all() for p in params.values()]).tolist()
+        if not all(finite):  # the step after the last recorded loss, which no loss shows
+            bad = [name or "the parameters" for name, ok in zip(params, finite) if not ok]
+            raise FloatingPointError(f"{', '.join(bad)} became non-finite by step {step}; lower lr or check the task")
         with torch.no_grad():
-            values = {name: value.detach().cpu().numpy().copy() for name, value in record(theta).items()}
+            recorded = record(theta)
+            if not isinstance(recorded, Mapping):
+                raise TypeError(f"record must return a dict of tensors, got {type(recorded).__name__}")
+            values = {name: torch.as_tensor(value).detach().cpu().numpy().copy() for name, value in recorded.items()}
+        if records_loss:
+            checks.finite_losses(torch.as_tensor(values["loss"])[None], first_step=step)
         for name, value in values.items():
             kept.setdefault(name, []).append(value)
         kept_steps.append(step)

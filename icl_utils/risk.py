@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from icl_utils import checks
+from icl_utils import checks, config
 from icl_utils.exact import attention_risk
 from icl_utils.models.base import evaluating
 from icl_utils.models.feature_attention import AttentionOnFeatures
@@ -27,14 +27,20 @@ from icl_utils.tasks.pool import PromptPool
 Estimator = Callable[[Prompt], Tensor]
 
 
-def _query_predictions(estimator: Estimator, prompt: Prompt) -> Tensor:
-    """``estimator(prompt)``, which must be one prediction per prompt, shape ``(B,)``."""
-    preds = estimator(prompt)
-    if not isinstance(preds, Tensor) or tuple(preds.shape) != (prompt.batch_size,):
+def _scored(preds: object, prompt: Prompt, *, query_only: bool) -> Tensor:
+    """The one pairing of predictions with targets behind every scorer here: the squared errors of ``preds`` on
+    ``prompt`` (:func:`~icl_utils.prompts.squared_errors`), after checking that there is one finite prediction per
+    prompt (``query_only``), or per prompt or point (a model's output), never a broadcast."""
+    shapes = [(prompt.batch_size,)] + ([] if query_only else [(prompt.batch_size, prompt.n_context + 1)])
+    if not isinstance(preds, Tensor) or tuple(preds.shape) not in shapes:
         shape = tuple(preds.shape) if isinstance(preds, Tensor) else type(preds).__name__
-        raise ValueError(f"an estimator must return one prediction per prompt, shape ({prompt.batch_size},), got "
-                         f"{shape}; for a GPT, pass model.predict")
-    return preds
+        if query_only:
+            raise ValueError(f"an estimator must return one prediction per prompt, shape {shapes[0]}, got {shape}; "
+                             "for a GPT, pass model.predict")
+        raise ValueError(f"a model must return one prediction per prompt or per point, shape {shapes[0]} or "
+                         f"{shapes[1]}, got {shape}")
+    checks.finite("predictions", preds)
+    return squared_errors(preds, prompt)
 
 
 def prefix_errors(estimator: Estimator, prompt: Prompt) -> Tensor:
@@ -45,26 +51,35 @@ def prefix_errors(estimator: Estimator, prompt: Prompt) -> Tensor:
     cols = []
     for k in range(prompt.n_context + 1):
         sub = prompt.prefix(k)
-        cols.append(squared_errors(_query_predictions(estimator, sub), sub))
+        cols.append(_scored(estimator(sub), sub, query_only=True))
     return torch.stack(cols, dim=1)
 
 
+def _chunk(chunk_size: object, n: int, dim: int) -> int:
+    """Prompts per chunk: ``chunk_size`` if given, else as many prompts of ``n`` examples in ``dim`` dimensions as
+    hold :data:`~icl_utils.config.CHUNK_ELEMENTS` values, so that memory is bounded in values, not prompts."""
+    if chunk_size is None:
+        return config.prompts_per_chunk((n + 1) * (dim + 1))
+    return checks.positive_int("chunk_size", chunk_size)
+
+
 @torch.no_grad()
-def model_errors(model: nn.Module, prompt: Prompt, chunk_size: int = 4096) -> Tensor:
+def model_errors(model: nn.Module, prompt: Prompt, chunk_size: int | None = None) -> Tensor:
     """Squared errors of a model on ``prompt`` in eval mode: ``(B, n+1)`` for a model that predicts at every point,
-    ``(B,)`` for one that predicts the query. Prompts go through the model ``chunk_size`` at a time, which bounds
-    the memory."""
+    ``(B,)`` for one that predicts the query. Prompts go through the model ``chunk_size`` at a time (default: a
+    bounded number of values at a time), which bounds the memory."""
     checks.module("model", model)
     prompt = checks.prompt(prompt)
-    chunk_size = checks.positive_int("chunk_size", chunk_size)
+    chunk_size = _chunk(chunk_size, prompt.n_context, prompt.dim)
     with evaluating(model):
-        return torch.cat([squared_errors(model(part), part) for part in prompt.split(chunk_size)])
+        return torch.cat([_scored(model(part), part, query_only=False) for part in prompt.split(chunk_size)])
 
 
 def mean_and_band(errors: Tensor, z: float = 1.96) -> tuple[Tensor, Tensor]:
     """Mean over prompts (dim 0) and the half-width ``z * std / sqrt(B)`` of its normal confidence band."""
     if not isinstance(errors, Tensor) or errors.ndim < 1 or errors.shape[0] < 2:
         raise ValueError("errors must be a tensor with at least two prompts along dim 0")
+    z = checks.nonnegative_float("z", z, strict=True)
     errors = errors.double().cpu()
     return errors.mean(0), z * errors.std(0) / math.sqrt(errors.shape[0])
 
@@ -72,11 +87,12 @@ def mean_and_band(errors: Tensor, z: float = 1.96) -> tuple[Tensor, Tensor]:
 @torch.no_grad()
 def query_risk(
     predict: Estimator, task: TaskFamily, n: int, n_prompts: int, generator: torch.Generator,
-    chunk_size: int = 4096,
+    chunk_size: int | None = None,
 ) -> tuple[float, float]:
     """Monte Carlo ICL risk ``E (predict(prompt) - y_query)^2`` on ``n_prompts`` fresh prompts of ``n`` examples
-    from ``task``, and its standard error. Prompts are drawn and scored ``chunk_size`` at a time (the last chunk
-    holds the rest), which bounds the memory. ``predict`` is an estimator or a model's ``predict``: one prediction
+    from ``task``, and its standard error. Prompts are drawn and scored ``chunk_size`` at a time (default: as many
+    as hold :data:`~icl_utils.config.CHUNK_ELEMENTS` values; the last chunk holds the rest), which bounds the
+    memory. ``predict`` is an estimator or a model's ``predict``: one prediction
     per prompt, shape ``(B,)``.
     """
     if not callable(predict):
@@ -84,24 +100,30 @@ def query_risk(
     checks.task_family(task)
     n = checks.positive_int("n", n, minimum=0)
     n_prompts = checks.positive_int("n_prompts", n_prompts, minimum=2)
-    chunk_size = checks.positive_int("chunk_size", chunk_size)
+    chunk_size = _chunk(chunk_size, n, task.dim)
     checks.generator(generator)
     total, total_sq = 0.0, 0.0
     for start in range(0, n_prompts, chunk_size):
         prompt = task.sample(min(chunk_size, n_prompts - start), n, generator)
-        errors = (_query_predictions(predict, prompt) - prompt.y_query).double().square()
+        errors = _scored(predict(prompt), prompt, query_only=True).double()
         total, total_sq = total + errors.sum().item(), total_sq + errors.square().sum().item()
     mean = total / n_prompts
     return mean, math.sqrt(max(total_sq / n_prompts - mean * mean, 0.0) / (n_prompts - 1))
 
 
 def _log_log(ns: Sequence[float], risks: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """``(log n, log risk)`` of a curve, checked: two sequences of one length (at least 2), positive and finite."""
-    ns, risks = np.asarray(ns, dtype=float), np.asarray(risks, dtype=float)
+    """``(log n, log risk)`` of a curve, checked: two sequences of one length (at least 2), positive and finite,
+    with at least two distinct ``n`` (a slope needs them)."""
+    try:
+        ns, risks = np.asarray(ns, dtype=float), np.asarray(risks, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise TypeError("ns and risks must be sequences of numbers") from err
     if ns.shape != risks.shape or ns.ndim != 1 or len(ns) < 2:
         raise ValueError("ns and risks must be sequences of the same length, at least 2")
     if not (np.isfinite(ns).all() and np.isfinite(risks).all() and (ns > 0).all() and (risks > 0).all()):
         raise ValueError("ns and risks must be positive and finite")
+    if len(np.unique(ns)) < 2:
+        raise ValueError(f"ns must hold at least two distinct values to fit a slope, got {ns.tolist()}")
     return np.log(ns), np.log(risks)
 
 
@@ -125,7 +147,7 @@ def first_n_below(ns: Sequence[int], risks: Sequence[float], level: float) -> in
 
 def query_risk_curves(
     predictors: dict[str, Estimator], task: TaskFamily, ns: Sequence[int], n_prompts: int,
-    generator: torch.Generator, chunk_size: int = 4096,
+    generator: torch.Generator, chunk_size: int | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`query_risk` of several estimators at every context length in ``ns``: a dict from each name of
     ``predictors`` to an array of shape ``(len(ns), 2)`` (mean, standard error). For each ``n`` in turn, each
@@ -144,6 +166,8 @@ def local_slopes(ns: Sequence[float], risks: Sequence[float]) -> np.ndarray:
     """The slopes of ``log risk`` against ``log n`` between consecutive points, shape ``(len(ns) - 1,)``: how the
     empirical rate exponent drifts along a curve (:func:`fit_slope` fits one over the whole curve)."""
     log_n, log_risk = _log_log(ns, risks)
+    if not np.all(np.diff(log_n) != 0):
+        raise ValueError("ns must not repeat between consecutive points: a local slope needs two distinct n")
     return np.diff(log_risk) / np.diff(log_n)
 
 

@@ -52,7 +52,7 @@ class Curriculum:
 
     def at(self, step: int) -> tuple[int, int]:
         """``(active_dims, n_context)`` at training step ``step``."""
-        stage = step // self.every
+        stage = checks.positive_int("step", step, minimum=0) // self.every
         return (
             min(self.dims[0] + stage * self.dims_step, self.dims[1]),
             min(self.n_context[0] + stage * self.n_context_step, self.n_context[1]),
@@ -148,9 +148,12 @@ class _Plan:
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast, cache_enabled=not self.graph)
 
 
-def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig, generator: object) -> _Plan:
+def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig, generator: object,
+          progress: object, desc: object) -> _Plan:
     """Check what the two training functions share and build the prompt stream: step ``t`` draws ``batch_size``
     prompts per model, all from ``tasks[0]`` or, given one task per model, block ``s`` from ``tasks[s]``."""
+    checks.boolean("progress", progress)
+    checks.text("desc", desc)
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     dev = checks.generator(generator).device
@@ -170,6 +173,9 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
             raise ValueError(f"model {i} has no parameters to train")
         if param.device.type != dev.type:
             raise ValueError(f"model {i} is on {param.device} but the generator samples on {dev}; move one of them")
+        bad = _nonfinite_parameters(model)
+        if bad:
+            raise ValueError(f"model {i}'s parameters are not finite before training: {', '.join(bad)}")
     if config.cuda_graph and dev.type != "cuda":
         raise ValueError(f"cuda_graph=True needs a CUDA device, but the generator samples on {dev}")
     graph = dev.type == "cuda" if config.cuda_graph is None else config.cuda_graph
@@ -186,6 +192,24 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
         return Prompt.cat([task.sample(batch, sizes, generator, **extra) for task in tasks])
 
     return _Plan(config, dev, graph, config.bf16 and dev.type == "cuda", draw)
+
+
+def _nonfinite_parameters(model: nn.Module) -> list[str]:
+    """The names of ``model``'s parameters that hold a NaN or an infinity (one host sync)."""
+    named = list(model.named_parameters())
+    finite = torch.stack([torch.isfinite(p.detach()).all() for _, p in named]).tolist() if named else []
+    return [name for (name, _), ok in zip(named, finite) if not ok]
+
+
+def _finite_after(models: list[nn.Module], steps: int) -> None:
+    """Raise a FloatingPointError if the last optimizer step left a parameter non-finite: the losses recorded
+    before each step cannot show it."""
+    for i, model in enumerate(models):
+        bad = _nonfinite_parameters(model)
+        if bad:
+            label = "the model's" if len(models) == 1 else f"model {i}'s"
+            raise FloatingPointError(f"{label} parameters became non-finite at the last of {steps} steps: "
+                                     f"{', '.join(bad)}; lower lr or check the task")
 
 
 def _step(optimizer: torch.optim.Optimizer, loss_fn: Callable[[Prompt], Tensor], prompt: Prompt) -> Tensor:
@@ -269,7 +293,14 @@ def _optimize(
     start = time.perf_counter()
     bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False)
     for step in bar:
-        history[step] = step_fn(step, plan.draw(step))
+        try:
+            history[step] = step_fn(step, plan.draw(step))
+        except TypeError as err:
+            if step > 0:
+                raise
+            # Typically a model that does not read a Prompt: say so, and keep torch's message.
+            raise TypeError(f"the first training step failed; the model must take a Prompt and return its "
+                            f"predictions, (B,) or (B, n+1): {err}") from err
         if (step + 1) % log_every == 0 or step + 1 == steps:
             recent = history[step + 1 - (step % log_every + 1) : step + 1]
             checks.finite_losses(recent, first_step=step - step % log_every)
@@ -296,7 +327,7 @@ def train(
     first bad step. The model is left in eval mode.
     """
     checks.module("model", model)
-    plan = _plan([model], [task], config, generator)
+    plan = _plan([model], [task], config, generator, progress, desc)
 
     def loss_fn(prompt: Prompt) -> Tensor:
         with plan.forward_context():
@@ -308,6 +339,7 @@ def train(
         losses, seconds = _optimize(list(model.parameters()), loss_fn, plan, n_losses=1, progress=progress, desc=desc)
     finally:
         model.eval()
+    _finite_after([model], config.steps)
     return TrainHistory(losses=losses[:, 0], seconds=seconds)
 
 
@@ -334,7 +366,7 @@ def train_ensemble(
     if not isinstance(models, list) or not models:
         raise TypeError("models must be a non-empty list or tuple of torch.nn.Module")
     tasks = list(task) if isinstance(task, (list, tuple)) else [task]
-    plan = _plan(models, tasks, config, generator)
+    plan = _plan(models, tasks, config, generator, progress, desc)
     names = [name for name, _ in models[0].named_parameters()]
     for i, model in enumerate(models[1:], start=1):
         if type(model) is not type(models[0]) or [n for n, _ in model.named_parameters()] != names or any(
@@ -368,4 +400,5 @@ def train_ensemble(
                 for name, p in model.named_parameters():
                     p.copy_(params[name][s])
                 model.eval()
+    _finite_after(models, config.steps)
     return TrainHistory(losses=losses, seconds=seconds)

@@ -214,16 +214,50 @@ def test_curriculum_needs_a_task_that_takes_active_dims(gen):
                  progress=False).losses.shape == (2,)
 
 
-def test_training_stops_on_nan(gen):
+def test_training_stops_on_a_non_finite_loss(gen):
+    model = small_model(d=2, n_context=5)
+    with torch.no_grad():
+        model.read_out.bias.fill_(3e38)  # finite, but its square overflows float32
+    with pytest.raises(FloatingPointError, match=r"training loss became inf at step 0;"):  # a number, not [inf]
+        train(model, LinearRegression(dim=2), cfg(steps=3, batch_size=4), generator=gen, progress=False)
+    good, model = small_model(d=2, n_context=5), small_model(d=2, n_context=5)
+    with torch.no_grad():
+        model.read_out.bias.fill_(3e38)
+    with pytest.raises(FloatingPointError, match=r"became \[[0-9.]+, inf\] at step 0;"):  # one loss per model
+        train_ensemble([good, model], LinearRegression(dim=2), cfg(steps=3, batch_size=4), generator=gen,
+                       progress=False)
+
+
+class _NaNGradient(torch.nn.Module):
+    """Predicts zero with a finite loss, but the gradient of sqrt|p| at p = 0 is infinite: Adam's step makes p NaN.
+    Every loss it records is finite; only the parameters after the last step show the failure."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, prompt):
+        return torch.zeros_like(prompt.y_query) + 0 * self.p.abs().sqrt().sum()
+
+
+def test_the_step_after_the_last_loss_is_checked(gen):
+    """With one step, no recorded loss sees the NaN parameters; with more, the next loss does (a NaN loss)."""
+    task, config = LinearRegression(dim=2), cfg(steps=1, batch_size=4)
+    with pytest.raises(FloatingPointError, match="the model's parameters became non-finite at the last of 1 steps: p"):
+        train(_NaNGradient(), task, config, generator=gen, progress=False)
+    with pytest.raises(FloatingPointError, match="model 0's parameters became non-finite at the last of 1 steps: p"):
+        train_ensemble([_NaNGradient(), _NaNGradient()], task, config, generator=gen, progress=False)
+    with pytest.raises(FloatingPointError, match="training loss became nan at step 1"):
+        train(_NaNGradient(), task, cfg(steps=3, batch_size=4), generator=gen, progress=False)
+
+
+def test_non_finite_parameters_are_reported_before_training(gen):
+    """Not as a loss at step 0 with advice to lower the learning rate: no step has been taken."""
     model = small_model(d=2, n_context=5)
     with torch.no_grad():
         model.read_out.bias.fill_(float("nan"))
-    with pytest.raises(FloatingPointError, match=r"training loss became nan at step 0;"):  # a number, not [nan]
+    with pytest.raises(ValueError, match="model 0's parameters are not finite before training: read_out.bias"):
         train(model, LinearRegression(dim=2), cfg(steps=3, batch_size=4), generator=gen, progress=False)
-    good = small_model(d=2, n_context=5)
-    with pytest.raises(FloatingPointError, match=r"became \[[0-9.]+, nan\] at step 0;"):  # one loss per model
-        train_ensemble([good, model], LinearRegression(dim=2), cfg(steps=3, batch_size=4), generator=gen,
-                       progress=False)
 
 
 def test_ensemble_of_models_in_different_modes(gen):

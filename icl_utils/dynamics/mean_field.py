@@ -95,7 +95,7 @@ def static_loss(particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: fl
     attention loss at the optimal ``Gamma``, which is the error of the best linear readout of ``targets`` from the
     student's features. With ``centered`` the readout may also add a constant (means removed from both). A (nearly)
     singular ``Sigma_{mu,mu}`` gets a small ridge and a warning instead of a NaN."""
-    targets, _, cross, cov = _moments(particles, targets, x, k, centered)
+    targets, _, cross, cov = _moments(particles, targets, x, k, checks.boolean("centered", centered))
     explained = torch.trace(cross @ torch.linalg.solve(_regularized(cov, ridge), cross.T))
     return targets.square().sum(1).mean() - explained
 
@@ -136,6 +136,12 @@ class BirthDeathPerturbation:
     _last: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
+        # Checked here, not when the first intervention fires mid-run.
+        if not callable(self.sample_init):
+            raise TypeError(f"sample_init must be callable as sample_init(count), got {type(self.sample_init).__name__}")
+        checks.generator(self.generator)
+        self.size = checks.nonnegative_float("size", self.size, strict=True)
+        self.bandwidth = checks.nonnegative_float("bandwidth", self.bandwidth, strict=True)
         self.patience = checks.positive_int("patience", self.patience)
         self.threshold = checks.nonnegative_float("threshold", self.threshold)
         self.tolerance = checks.nonnegative_float("tolerance", self.tolerance)

@@ -32,7 +32,8 @@ class QueryModel(nn.Module):
         self.dim = checks.positive_int("dim", dim)
 
     def _check(self, prompt: object) -> Prompt:
-        prompt = checks.prompt(prompt)
+        """The checks of a forward pass; its values are checked by :meth:`predict` (a training step must not sync)."""
+        prompt = checks.prompt(prompt, finite=False)
         if prompt.dim != self.dim:
             raise ValueError(f"prompt has dimension {prompt.dim}, but the model reads dim={self.dim}")
         if prompt.n_context < 1:
@@ -44,4 +45,4 @@ class QueryModel(nn.Module):
     def predict(self, prompt: Prompt) -> Tensor:
         """The prediction at the query, without gradients, in eval mode: usable wherever an estimator is."""
         with evaluating(self):
-            return self(prompt)
+            return self(checks.prompt(prompt))

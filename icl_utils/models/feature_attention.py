@@ -123,8 +123,7 @@ def one_step_feature_update(
     chunk_size = checks.positive_int("chunk_size", chunk_size)
     if not isinstance(model, FeatureAttention):
         raise TypeError(f"model must be a FeatureAttention, got {type(model).__name__}")
-    checks.task_family(task)
-    checks.generator(generator)
+    _reads(model, task, generator)
     grad = torch.zeros_like(model.W)
     for start in range(0, n_tasks, chunk_size):
         batch = min(chunk_size, n_tasks - start)
@@ -134,6 +133,15 @@ def one_step_feature_update(
         grad += g
     with torch.no_grad():
         model.W -= lr * (grad + weight_decay * model.W)
+
+
+def _reads(model: AttentionOnFeatures, task: object, generator: object) -> None:
+    """Check that ``model`` can read the prompts of ``task`` drawn with ``generator``, before any is drawn."""
+    checks.task_family(task)
+    checks.generator(generator)
+    if task.dim != model.dim:
+        raise ValueError(f"the model reads dim={model.dim}, but task.dim={task.dim}")
+    checks.prompt_fits(torch.empty(0, device=generator.device), model)
 
 
 def _spd_solve(gram: Tensor, ridge: float, rhs: Tensor) -> Tensor:
@@ -171,8 +179,7 @@ def fit_attention_ridge(
     lam = checks.nonnegative_float("lam", lam, strict=True)
     if not isinstance(model, AttentionOnFeatures):
         raise TypeError(f"model must be linear attention on features (AttentionOnFeatures), got {type(model).__name__}")
-    checks.task_family(task)
-    checks.generator(generator)
+    _reads(model, task, generator)
     prompt = task.sample(n_tasks, n, generator)
     with torch.no_grad():
         # The context's features (n_tasks x n x m values) are summarized a chunk of prompts at a time, so that

@@ -34,11 +34,13 @@ class GPTConfig:
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
-        checks.positive_int("n_context", self.n_context, minimum=0)
+        object.__setattr__(self, "n_context", checks.positive_int("n_context", self.n_context, minimum=0))
         for name in ("n_dims", "n_embd", "n_layer", "n_head"):
-            checks.positive_int(name, getattr(self, name))
+            object.__setattr__(self, name, checks.positive_int(name, getattr(self, name)))
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
+        checks.boolean("mlp", self.mlp)
+        object.__setattr__(self, "dropout", checks.nonnegative_float("dropout", self.dropout))
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
@@ -114,7 +116,7 @@ class ICLTransformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, prompt: Prompt) -> Tensor:
-        prompt = checks.prompt(prompt)
+        prompt = checks.prompt(prompt, finite=False)  # values are checked by predict: a training step must not sync
         if prompt.dim != self.cfg.n_dims:
             raise ValueError(f"prompt has dimension {prompt.dim}, but the model reads n_dims={self.cfg.n_dims}")
         if prompt.n_context > self.cfg.n_context:
@@ -131,4 +133,4 @@ class ICLTransformer(nn.Module):
     def predict(self, prompt: Prompt) -> Tensor:
         """The prediction at the query alone, shape ``(B,)``, in eval mode: usable wherever an estimator is."""
         with evaluating(self):
-            return self(prompt)[:, -1]
+            return self(checks.prompt(prompt))[:, -1]

@@ -31,8 +31,9 @@ from icl_utils.prompts import Prompt
 
 
 def token_matrix(prompt: Prompt) -> Tensor:
-    """The token matrices (3.1) of a batch of prompts, shape ``(B, d+1, n+1)``."""
-    prompt = checks.prompt(prompt)
+    """The token matrices (3.1) of a batch of prompts, shape ``(B, d+1, n+1)`` (a layout: values are not checked,
+    as in a model's forward pass)."""
+    prompt = checks.prompt(prompt, finite=False)
     x = torch.cat([prompt.x, prompt.x_query[:, None, :]], dim=1)
     y = torch.cat([prompt.y, torch.zeros_like(prompt.y_query)[:, None]], dim=1)
     return torch.cat([x, y[..., None]], dim=2).transpose(1, 2)
@@ -41,6 +42,9 @@ def token_matrix(prompt: Prompt) -> Tensor:
 def attention_mask(n: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
     """The mask (3.2): ``diag(1, ..., 1, 0)`` of size ``n + 1``, so only the ``n`` context columns are attended."""
     n = checks.positive_int("n", n)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    device = checks.device("device", device) if device is not None else None
     # Built from device ops alone (no element assignment), so it can be recorded inside a CUDA graph.
     return torch.diag((torch.arange(n + 1, device=device) < n).to(dtype))
 
@@ -61,7 +65,7 @@ class LTB(QueryModel):
         init_std = checks.nonnegative_float("init_std", init_std)
         e = dim + 1
         self.W_P, self.W_V, self.W_K, self.W_Q = (_param((e, e), init_std) for _ in range(4))
-        self.mlp = bool(mlp)
+        self.mlp = checks.boolean("mlp", mlp)
         if self.mlp:
             width = checks.positive_int("mlp_width", mlp_width if mlp_width is not None else e)
             self.W_1, self.W_2 = _param((width, e), init_std), _param((width, e), init_std)
@@ -107,7 +111,7 @@ class GDBeta(QueryModel):
         super().__init__(dim)
         gamma = torch.zeros(dim, dim) if gamma is None else checks.matrix("gamma", gamma, dim)
         self.gamma = nn.Parameter(gamma.float().clone())
-        if learnable_init:
+        if checks.boolean("learnable_init", learnable_init):
             beta0 = torch.zeros(dim) if beta0 is None else checks.vector("beta0", beta0, dim)
             self.beta0 = nn.Parameter(beta0.float().clone())
         else:

@@ -44,7 +44,7 @@ class DiscreteFeatures:
         if probs.numel() > dim:
             raise ValueError(f"at most dim={dim} orthonormal features fit in R^{dim}, got K={probs.numel()}")
         object.__setattr__(self, "probs", probs)
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = torch.Generator().manual_seed(checks.positive_int("seed", self.seed, minimum=0))
         frame, _ = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=torch.float64))
         object.__setattr__(self, "features", frame[:, : probs.numel()])
 
@@ -59,7 +59,7 @@ class DiscreteFeatures:
 
     def sample_with_labels(self, batch: int, n: int, generator: torch.Generator) -> tuple[Prompt, Tensor]:
         """Prompts and the feature index of every point, shape ``(batch, n + 1)`` (the query last)."""
-        batch, n, generator = checks.sample_sizes(batch, n, generator)
+        batch, n, generator = checks.sample_sizes(batch, n, generator, self.dim)
         dev = generator.device
         idx = torch.multinomial(self.probs.to(dev, torch.float32), batch * (n + 1), replacement=True,
                                 generator=generator).view(batch, n + 1)

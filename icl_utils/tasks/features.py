@@ -26,6 +26,7 @@ from icl_utils.prompts import Prompt
 def sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
     """The mean-field network ``(1/M) sum_m a_m sigmoid(w_m^T x + b_m)`` of ``M`` neurons, each a row
     ``(a_m, w_m, b_m)`` of ``particles`` (shape ``(M, k + d + 1)``), at inputs ``x`` (shape ``(..., d)``): ``(..., k)``."""
+    k = checks.positive_int("k", k)
     if not isinstance(particles, Tensor) or particles.ndim != 2:
         raise ValueError("particles must be a tensor of shape (M, k + d + 1)")
     dim = particles.shape[1] - k - 1
@@ -94,7 +95,7 @@ class TeacherFeatures:
 
     def sample(self, batch: int, n: int, generator: torch.Generator) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query, each with its own ``v ~ N(0, I_k)``."""
-        batch, n, generator = checks.sample_sizes(batch, n, generator)
+        batch, n, generator = checks.sample_sizes(batch, n, generator, self.dim)
         dev = generator.device
         v = torch.randn(batch, self.k, generator=generator, device=dev)
         xs = torch.randn(batch, n + 1, self.dim, generator=generator, device=dev)

@@ -60,7 +60,7 @@ class LinearRegression:
 
     def sample_weights(self, batch: int, generator: torch.Generator) -> Tensor:
         """``batch`` task vectors ``w`` of shape ``(batch, dim)`` on the generator's device."""
-        batch = checks.positive_int("batch", batch)
+        batch, generator = checks.positive_int("batch", batch), checks.generator(generator)
         dev = generator.device
         w = torch.randn(batch, self.dim, generator=generator, device=dev)
         if self._prior_sqrt is not None:
@@ -82,12 +82,14 @@ class LinearRegression:
         ``active_dims`` keeps only the first coordinates of x (the others are zero), as in Garg et al.'s
         curriculum. ``weights`` fixes the tasks (shape ``(batch, dim)``) instead of drawing them from the prior.
         """
-        batch, n, generator = checks.sample_sizes(batch, n, generator)
+        batch, n, generator = checks.sample_sizes(batch, n, generator, self.dim)
         dev = generator.device
         if weights is None:
             weights = self.sample_weights(batch, generator)
         elif not isinstance(weights, Tensor) or tuple(weights.shape) != (batch, self.dim):
             raise ValueError(f"weights must be a tensor of shape ({batch}, {self.dim})")
+        else:
+            checks.finite("weights", weights)
         weights = weights.to(dev, torch.float32)
         xs = torch.randn(batch, n + 1, self.dim, generator=generator, device=dev)
         if self._x_sqrt is not None:

@@ -27,6 +27,7 @@ from icl_utils.estimators import bayes_linear_regression
 from icl_utils.prompts import Prompt
 
 BASES = ("fourier", "bspline")
+MAX_BASIS = 2**16
 
 
 def cardinal_bspline(x: Tensor, order: int) -> Tensor:
@@ -54,20 +55,20 @@ def _fourier_indices(dim: int, count: int) -> list[tuple[int, ...]]:
     lexicographically. Built one frequency level at a time: a full grid would hold ``8^8`` tuples (3.5 GB) for
     chapter 1's full mode (``d = 8``, 256 functions)."""
 
-    def level(axes: int, total: int) -> list[tuple[int, ...]]:
-        """Every ``(j_1, ..., j_axes)`` of total frequency ``total``: ``j = 1`` at frequency 0, else ``2k, 2k + 1``."""
-        if axes == 0:
-            return [()] if total == 0 else []
-        out = []
-        for k in range(total + 1):
-            for j in ((1,) if k == 0 else (2 * k, 2 * k + 1)):
-                out.extend((j, *rest) for rest in level(axes - 1, total - k))
-        return out
+    def level(total: int) -> list[tuple[int, ...]]:
+        """Every ``(j_1, ..., j_dim)`` of total frequency ``total``: ``j = 1`` at frequency 0, else ``2k, 2k + 1``.
+        Built axis by axis from the last (a loop, not a recursion, so any ``dim`` works): ``tails[t]`` holds the
+        tails of total frequency ``t``."""
+        tails: list[list[tuple[int, ...]]] = [[()]] + [[] for _ in range(total)]
+        for _ in range(dim):
+            tails = [[(j, *rest) for k in range(t + 1) for j in ((1,) if k == 0 else (2 * k, 2 * k + 1))
+                      for rest in tails[t - k]] for t in range(total + 1)]
+        return tails[total]
 
     indices: list[tuple[int, ...]] = []
     total = 0
     while len(indices) < count:
-        indices.extend(sorted(level(dim, total)))
+        indices.extend(sorted(level(total)))
         total += 1
     return indices[:count]
 
@@ -107,6 +108,8 @@ class NonparametricTasks:
         if self.basis not in BASES:
             raise ValueError(f"basis must be one of {BASES}, got {self.basis!r}")
         count = checks.positive_int("n_basis", self.n_basis)
+        if count > MAX_BASIS:
+            raise ValueError(f"n_basis must be <= {MAX_BASIS} (the basis is enumerated in Python), got {count}")
         order = checks.positive_int("order", self.order, minimum=0)
         checks.nonnegative_float("noise_std", self.noise_std)
         checks.boolean("noiseless_query", self.noiseless_query)
@@ -165,12 +168,14 @@ class NonparametricTasks:
     def sample(self, batch: int, n: int, generator: torch.Generator, weights: Tensor | None = None) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query on the generator's device; ``weights`` (shape
         ``(batch, n_basis)``) fixes the coefficients instead of drawing them from the prior."""
-        batch, n, generator = checks.sample_sizes(batch, n, generator)
+        batch, n, generator = checks.sample_sizes(batch, n, generator, self.dim)
         dev = generator.device
         if weights is None:
             weights = self.coefficients(batch, generator)
         elif not isinstance(weights, Tensor) or tuple(weights.shape) != (batch, self.n_basis):
             raise ValueError(f"weights must be a tensor of shape ({batch}, {self.n_basis})")
+        else:
+            checks.finite("weights", weights)
         xs = torch.rand(batch, n + 1, self.dim, generator=generator, device=dev)
         weights = weights.to(dev, torch.float32)
         # Labelled a chunk of prompts at a time, so that the basis-function values of a large pool never

@@ -39,7 +39,7 @@ class PromptPool:
     def sample(self, batch: int, n: int, generator: torch.Generator) -> Prompt:
         """``batch`` prompts of the pool, drawn uniformly with replacement; ``n`` must be the pool's context length
         (the argument is there so that a pool can stand in for a task family)."""
-        batch, n, generator = checks.sample_sizes(batch, n, generator)
+        batch, n, generator = checks.sample_sizes(batch, n, generator, self.dim)
         if n != self.prompts.n_context:
             raise ValueError(f"the pool's prompts have n={self.prompts.n_context} examples, asked for n={n}")
         p = self.prompts

@@ -62,7 +62,7 @@ class SingleIndexTasks:
         if checks.positive_int("max_degree", self.max_degree) < k:
             raise ValueError(f"max_degree must be >= min_degree={k}, got {self.max_degree}")
         object.__setattr__(self, "noise_std", checks.nonnegative_float("noise_std", self.noise_std))
-        if not isinstance(self.lead_mean, (int, float)) or self.lead_mean == 0:
+        if checks.real("lead_mean", self.lead_mean) == 0:
             raise ValueError(f"lead_mean must be a non-zero number (E[c_k] != 0), got {self.lead_mean}")
         g = torch.Generator().manual_seed(checks.positive_int("subspace_seed", self.subspace_seed, minimum=0))
         basis, _ = torch.linalg.qr(torch.randn(dim, r, generator=g, dtype=torch.float64))
@@ -70,24 +70,33 @@ class SingleIndexTasks:
 
     def sample_directions(self, batch: int, generator: torch.Generator) -> Tensor:
         """``batch`` directions uniform on the unit sphere of ``S``, shape ``(batch, d)``."""
+        batch, generator = checks.positive_int("batch", batch), checks.generator(generator)
         z = torch.randn(batch, self.subspace_dim, generator=generator, device=generator.device)
         z = z / z.norm(dim=1, keepdim=True)
         return z @ self.basis.T.to(generator.device, torch.float32)
 
     def sample_links(self, batch: int, generator: torch.Generator) -> Tensor:
         """Coefficients ``c_k, ..., c_P`` of ``batch`` links, shape ``(batch, P - k + 1)``, unit norm."""
+        batch, generator = checks.positive_int("batch", batch), checks.generator(generator)
         g = torch.randn(batch, self.max_degree - self.min_degree + 1, generator=generator, device=generator.device)
         g[:, 0] += self.lead_mean
         return g / g.norm(dim=1, keepdim=True)
 
     def link(self, z: Tensor, coeffs: Tensor) -> Tensor:
         """``sum_i c_i He_i(z)`` for ``z`` of shape ``(B, ...)`` and coefficients ``(B, P - k + 1)``."""
+        width = self.max_degree - self.min_degree + 1
+        if not isinstance(z, Tensor) or z.ndim < 1:
+            raise TypeError(f"z must be a tensor of shape (B, ...), got {type(z).__name__}")
+        if not isinstance(coeffs, Tensor) or tuple(coeffs.shape) != (z.shape[0], width):
+            shape = tuple(coeffs.shape) if isinstance(coeffs, Tensor) else type(coeffs).__name__
+            raise ValueError(f"coeffs must have shape ({z.shape[0]}, {width}), one row of c_k..c_P per row of z, "
+                             f"got {shape}")
         he = hermite(z, self.max_degree)[..., self.min_degree :]
         return (he * coeffs.view(coeffs.shape[0], *([1] * (z.ndim - 1)), -1)).sum(-1)
 
     def sample(self, batch: int, n: int, generator: torch.Generator) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query from new tasks, on the generator's device."""
-        batch, n, generator = checks.sample_sizes(batch, n, generator)
+        batch, n, generator = checks.sample_sizes(batch, n, generator, self.dim)
         dev = generator.device
         beta = self.sample_directions(batch, generator)
         coeffs = self.sample_links(batch, generator)
@@ -100,18 +109,33 @@ class SingleIndexTasks:
 
 def projection_mass(weights: Tensor, basis: Tensor) -> float:
     """The fraction ``||W U||_F^2 / ||W||_F^2`` of the rows' squared norm that lies in ``span(U)``."""
+    w, u = _weights_and_basis(weights, basis)
+    return ((w @ u).square().sum() / w.square().sum()).item()
+
+
+def _weights_and_basis(weights: object, basis: object) -> tuple[Tensor, Tensor]:
+    """``weights`` (m, d), finite and not all zero, and ``basis`` (d, r) with orthonormal columns, as float64."""
     if not isinstance(weights, Tensor) or weights.ndim != 2:
         raise ValueError("weights must be a (m, d) tensor")
     if not isinstance(basis, Tensor) or basis.ndim != 2 or basis.shape[0] != weights.shape[1]:
         raise ValueError(f"basis must be a (d, r) tensor with d={weights.shape[1]}")
-    w, u = weights.detach().double().cpu(), basis.double().cpu()
-    return ((w @ u).square().sum() / w.square().sum()).item()
+    w, u = weights.detach().double().cpu(), basis.detach().double().cpu()
+    checks.finite("weights", w)
+    checks.finite("basis", u)
+    if not bool(w.abs().sum() > 0):
+        raise ValueError("weights must not be all zero: the fraction of their norm in span(U) is undefined")
+    if not torch.allclose(u.T @ u, torch.eye(u.shape[1], dtype=u.dtype), atol=1e-6):
+        raise ValueError("basis must have orthonormal columns (U^T U = I)")
+    return w, u
 
 
 def principal_angles(weights: Tensor, basis: Tensor) -> Tensor:
     """Principal angles (radians) between ``S = span(U)`` and the top-``r`` right singular space of ``W``."""
-    projection_mass(weights, basis)  # the same argument checks
-    r = basis.shape[1]
-    _, _, vh = torch.linalg.svd(weights.detach().double().cpu(), full_matrices=False)
-    cosines = torch.linalg.svdvals(basis.double().cpu().T @ vh[:r].T).clamp(max=1.0)
+    w, u = _weights_and_basis(weights, basis)
+    r = u.shape[1]
+    _, svals, vh = torch.linalg.svd(w, full_matrices=False)
+    if len(svals) < r or svals[r - 1] <= 1e-10 * svals[0]:
+        raise ValueError(f"weights must have rank >= r={r} for a top-{r} singular space, got singular values "
+                         f"{svals.tolist()}")
+    cosines = torch.linalg.svdvals(u.T @ vh[:r].T).clamp(max=1.0)
     return torch.arccos(cosines)
