@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import platform
@@ -56,17 +57,27 @@ def environment(device: torch.device) -> dict:
 
 
 def write_json(path: Path, data: dict) -> Path:
-    """Write ``data`` as JSON to ``path`` atomically: a temporary file in the same folder, then a rename, so an
-    interrupted run never leaves a half-written results file behind."""
+    """Write ``data`` as JSON to ``path`` atomically: serialized first (a value JSON cannot hold fails before the
+    disk is touched), written to a temporary file in the same folder, flushed to the disk, then renamed over
+    ``path``, so that an interrupted run or a power cut never leaves a half-written results file. The file gets the
+    usual permissions (0666 less the umask, as ``open`` gives), and temporary files that a killed run left behind
+    for ``path`` are removed."""
     path = Path(path)
+    text = json.dumps(data, indent=2) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # SIGKILL skips any cleanup
+        stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file 0600
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        Path(tmp).unlink(missing_ok=True)
         raise
     return path

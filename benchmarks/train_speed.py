@@ -164,14 +164,17 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"config": config_name, **cfg, **environment(device), "transformers": reference_version,
               "complete": False, "rows": rows, "ensembles": ensembles}
     path = args.out / f"train_speed-{slug(device)}.json"
+    # Rows are saved as they come to a separate file (not matched by the book's train_speed-*.json), so that an
+    # interrupted run keeps what it measured without replacing a complete results file.
+    partial = path.with_name(f"{path.stem}.partial")
 
     def record(name: str, steps_per_s: float) -> None:
-        """Add a row and rewrite the results file, so an interrupted run keeps what it measured."""
+        """Add a row and rewrite the partial results file."""
         rows.append({"name": name, "steps_per_s": steps_per_s, "prompts_per_s": steps_per_s * batch})
         if reference_version is not None:
             rows[-1]["ratio_to_reference"] = steps_per_s / rows[0]["steps_per_s"]
         print(f"{name:32s} {steps_per_s:9.1f} steps/s {steps_per_s * batch:11.0f} prompts/s", flush=True)
-        write_json(path, result)
+        write_json(partial, result)
 
     if reference_version is not None:
         record("reference (HF GPT2)", rate(lambda s: reference_run(cfg, s, device), steps))
@@ -195,9 +198,10 @@ def main(argv: list[str] | None = None) -> dict:
                           "steps_per_s_one": one, "steps_per_s_many": many, "time_ratio": one / many})
         print(f"{name:32s} 1 model {one:8.1f} steps/s, {n_models} models {many:8.1f} steps/s: "
               f"{one / many:.2f}x the time of one", flush=True)
-        write_json(path, result)
+        write_json(partial, result)
     result["complete"] = True
     write_json(path, result)
+    partial.unlink(missing_ok=True)
     print(f"wrote {path}")
     return result
 

@@ -92,12 +92,24 @@ def discrete_posterior_mean(prompt: Prompt, pool: Tensor, noise_var: float) -> T
         raise ValueError("pool must be finite")
     pool = pool.to(prompt.x.device, torch.float64)
     noise_var = checks.nonnegative_float("noise_var", noise_var, strict=True)
-    # The residuals of every pool member on every context point, (B, n, M), a chunk of prompts at a time.
-    chunk = config.prompts_per_chunk(prompt.n_context * len(pool))
-    sse = torch.cat([(part.y.double()[:, :, None] - part.x.double() @ pool.T).square().sum(1)
-                     for part in prompt.split(chunk)])
-    log_lik = -sse / (2 * noise_var)  # (B, M)
-    return (torch.softmax(log_lik, dim=1) * (prompt.x_query.double() @ pool.T)).sum(1).to(prompt.x.dtype)
+    # A softmax over the pool computed in a stream (the running maximum rescales the sums): the residuals of a
+    # block of pool members on a chunk of prompts, (B', n, M'), are the largest array; no (B, M) array is built.
+    members = min(len(pool), config.prompts_per_chunk(prompt.n_context + 1))
+    chunk = config.prompts_per_chunk((prompt.n_context + 1) * members)
+    preds = []
+    for part in prompt.split(chunk):
+        x, y, xq = part.x.double(), part.y.double(), part.x_query.double()
+        top = torch.full_like(xq[:, 0], -float("inf"))
+        weight, weighted = torch.zeros_like(top), torch.zeros_like(top)
+        for block in pool.split(members):
+            log_lik = -(y[:, :, None] - x @ block.T).square().sum(1) / (2 * noise_var)  # (B', M')
+            new_top = torch.maximum(top, log_lik.max(1).values)
+            scale, lik = torch.exp(top - new_top), torch.exp(log_lik - new_top[:, None])
+            weight = weight * scale + lik.sum(1)
+            weighted = weighted * scale + (lik * (xq @ block.T)).sum(1)
+            top = new_top
+        preds.append(weighted / weight)
+    return torch.cat(preds).to(prompt.x.dtype)
 
 
 def one_step_gd(prompt: Prompt, lr: float) -> Tensor:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from icl_utils import checks
+from icl_utils import checks, config
 from icl_utils.tasks.linear import LinearRegression
 from icl_utils.tasks.nonparametric import NonparametricTasks
 
@@ -184,20 +184,22 @@ def attention_risk(features: Callable[[Tensor], Tensor], task: object, n: int, g
 
 
 def bayes_risk(
-    task: object, n: int, generator: torch.Generator, n_mc: int = 20_000, chunk_size: int = 1024
+    task: object, n: int, generator: torch.Generator, n_mc: int = 20_000, chunk_size: int | None = None
 ) -> tuple[float, float]:
     """The Bayes ICL risk ``sigma^2 + E_X tr(H Sigma_post(X))`` and its Monte Carlo standard error.
 
     The posterior covariance ``Psi - Psi X^T (X Psi X^T + sigma^2 I)^{-1} X Psi`` does not depend on the labels or
     on ``beta*``, so only the inputs ``X`` are sampled (``n_mc`` draws, on the CPU in float64), ``chunk_size`` at a
-    time: memory grows with ``chunk_size * n^2``, not with ``n_mc``.
+    time (default: as many as hold :data:`~icl_utils.config.CHUNK_ELEMENTS` values, ``n (n + d)`` a draw): memory
+    grows with ``chunk_size * n^2``, not with ``n_mc``.
     """
     mean, psi, h, noise = _gaussian_task(task)
     n = checks.positive_int("n", n)
     n_mc = checks.positive_int("n_mc", n_mc, minimum=2)
-    chunk_size = checks.positive_int("chunk_size", chunk_size)
     checks.generator(generator)
     d = mean.shape[0]
+    chunk_size = (config.prompts_per_chunk(n * (n + d)) if chunk_size is None
+                  else checks.positive_int("chunk_size", chunk_size))
     h_sqrt = checks.psd_sqrt(h)
     solve = torch.linalg.solve if noise > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
     total, total_sq = 0.0, 0.0

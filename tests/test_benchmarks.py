@@ -27,19 +27,60 @@ def test_train_speed_small_config_on_cpu(tmp_path):
 
 
 def test_write_json_is_atomic(tmp_path, monkeypatch):
-    """A write that fails half-way leaves the old file intact and no temporary file behind."""
+    """A write interrupted after its data hit the temporary file leaves the old file intact and no temporary file
+    behind; a value JSON cannot hold fails before the disk is touched."""
     path = write_json(tmp_path / "r.json", {"old": 1})
 
-    def broken_dump(data, f, **kw):
-        f.write('{"new": ')
+    def interrupted(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(json, "dump", broken_dump)
+    monkeypatch.setattr(os, "fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_json(path, {"new": 2})
     monkeypatch.undo()
+    with pytest.raises(TypeError):
+        write_json(path, {"new": object()})
     assert json.loads(path.read_text()) == {"old": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_write_json_syncs_cleans_up_and_sets_the_usual_mode(tmp_path, monkeypatch):
+    """The data are fsynced before the rename, a temporary file left by a killed run (SIGKILL runs no cleanup) is
+    removed, and the file is 0666 less the umask, not mkstemp's 0600."""
+    stale = tmp_path / ".r.json.abc123.tmp"
+    stale.write_text('{"half": ')
+    other = tmp_path / ".q.json.abc123.tmp"  # another file's: kept
+    other.write_text("{}")
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    old = os.umask(0o022)
+    try:
+        path = write_json(tmp_path / "r.json", {"new": 2})
+    finally:
+        os.umask(old)
+    assert synced and json.loads(path.read_text()) == {"new": 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".q.json.abc123.tmp", "r.json"]
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_an_interrupted_speed_run_keeps_the_complete_file(tmp_path, monkeypatch):
+    """Rows go to the partial file; a run stopped after its first row leaves the complete file as it was."""
+    complete = write_json(tmp_path / "train_speed-cpu.json", {"complete": True, "rows": ["old"]})
+    calls = []
+
+    def stop_after_one(run, steps):
+        calls.append(1)
+        if len(calls) > 2:  # the reference (when installed) or the package row is written, then the run stops
+            raise KeyboardInterrupt
+        return 1.0
+
+    monkeypatch.setattr(train_speed, "rate", stop_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        train_speed.main(["--config", "small", "--device", "cpu", "--out", str(tmp_path)])
+    assert json.loads(complete.read_text()) == {"complete": True, "rows": ["old"]}
+    partial = json.loads((tmp_path / "train_speed-cpu.partial").read_text())
+    assert not partial["complete"] and partial["rows"]
 
 
 def write_notebooks(folder: Path, **code: str) -> None:

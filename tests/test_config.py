@@ -48,3 +48,11 @@ def test_seed_everything_is_reproducible(monkeypatch):
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     with pytest.raises(TypeError, match="seed"):
         config.seed_everything(1.5)
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="this machine has MPS")
+def test_mps_without_mps_is_a_clear_error(monkeypatch):
+    """describe() is where a notebook first reads the device: it must fail there, naming ICL_DEVICE."""
+    monkeypatch.setenv("ICL_DEVICE", "mps")
+    with pytest.raises(ValueError, match="ICL_DEVICE='mps' asks for MPS"):
+        config.describe()

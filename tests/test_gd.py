@@ -127,3 +127,14 @@ def test_until_stops_at_the_first_record_it_accepts():
     assert torch.allclose(theta, target - 0.8**30, atol=1e-12)
     with pytest.raises(TypeError, match="until"):
         gradient_descent(lambda t: t.sum(), torch.zeros(1), steps=1, lr=0.1, until=3, progress=False)
+
+
+def test_the_final_record_and_parameters_are_checked():
+    """A descent whose last step overflows records no non-finite loss before it: the final record (the loss at the
+    returned parameters) and the parameters themselves are checked, so it cannot return inf or NaN silently."""
+    with pytest.raises(FloatingPointError, match="loss became inf at step 1"):
+        gradient_descent(lambda t: t.square().sum(), torch.tensor([1.0], dtype=torch.float64), steps=1, lr=1e200,
+                         progress=False)
+    with pytest.raises(FloatingPointError, match="the parameters became non-finite by step 1"):
+        gradient_descent(lambda t: t.abs().sqrt().sum() * 0, torch.zeros(1), steps=1, lr=1.0,
+                         record=lambda t: {"norm": t.norm()}, progress=False)

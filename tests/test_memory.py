@@ -50,3 +50,36 @@ def test_million_prompt_risks_stay_within_a_memory_bound(call, unchunked_mb):
     result = peak_growth(call)
     assert result["mb"] < 64, f"{call}: peak memory grew by {result['mb']:.0f} MB (unchunked: {unchunked_mb} MB)"
     assert result["se"] > 0 and result["mean"] > 0
+
+
+def test_a_million_prompt_risk_in_100_dimensions_is_chunked_by_values():
+    """The issue's case, at the default chunking: 10^6 prompts of 5 points in R^100 are 2 GB of inputs in float32
+    (the old 4096-prompt chunks held 8 MB here, but 164 GB at d = 1000, n = 10^4); chunks of CHUNK_ELEMENTS values
+    keep the peak growth near a chunk's few hundred MB. The peak is printed for the record."""
+    result = peak_growth("risk.query_risk(averaging, LinearRegression(dim=100), 4, 1_000_000, gen)")
+    print(f"peak growth {result['mb']:.0f} MB")
+    assert result["mb"] < 512, result
+
+
+def test_query_risk_draws_a_bounded_number_of_values_at_a_time(monkeypatch):
+    """Every chunk holds at most CHUNK_ELEMENTS values, prompts x (n + 1) x (d + 1), whatever n and d; the risk
+    does not depend on the chunking beyond Monte Carlo error."""
+    import torch
+
+    from icl_utils import config, risk
+    from icl_utils.estimators import averaging
+    from icl_utils.tasks import LinearRegression
+
+    sizes = []
+    task = LinearRegression(dim=30, noise_std=0.5)
+    original = type(task).sample
+    monkeypatch.setattr(type(task), "sample", lambda self, b, n, g, **kw: (sizes.append(b), original(self, b, n, g,
+                                                                                                       **kw))[1])
+    monkeypatch.setattr(config, "CHUNK_ELEMENTS", 20_000)
+    small = risk.query_risk(averaging, task, 9, 3000, torch.Generator().manual_seed(0))
+    assert max(sizes) * 10 * 31 <= 20_000 and sum(sizes) == 3000 and len(sizes) == 47
+    sizes.clear()
+    monkeypatch.setattr(config, "CHUNK_ELEMENTS", 2**24)
+    whole = risk.query_risk(averaging, task, 9, 3000, torch.Generator().manual_seed(0))
+    assert sizes == [3000]
+    assert abs(small[0] - whole[0]) < 4 * (small[1] ** 2 + whole[1] ** 2) ** 0.5

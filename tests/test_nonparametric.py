@@ -232,9 +232,10 @@ def test_a_list_of_pools_gives_each_model_of_an_ensemble_its_own_pool(gen):
         train_ensemble(models, [quiet, loud], TrainConfig(steps=1, batch_size=5, n_context=8), generator=gen)
 
 
-@pytest.mark.parametrize("chunk_elements", [None, 25])
+@pytest.mark.parametrize("chunk_elements", [None, 25, 7])
 def test_discrete_posterior_mean_matches_a_direct_computation(chunk_elements, gen, monkeypatch):
-    """Also with the residuals computed one prompt at a time (25 values hold one prompt's 5 x 4 of them)."""
+    """Also in a stream: 25 values hold one prompt's (n + 1) x 4 pool members, so prompts go one at a time; 7 hold
+    one member, so the softmax over the pool is accumulated member by member (the running maximum rescaling)."""
     if chunk_elements is not None:
         monkeypatch.setattr(config, "CHUNK_ELEMENTS", chunk_elements)
     task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=6, noise_std=0.3)

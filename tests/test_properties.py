@@ -9,7 +9,7 @@ import os
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from icl_utils.estimators import (
@@ -26,41 +26,44 @@ from icl_utils.prompts import Prompt
 from icl_utils.tasks import LinearRegression
 
 sizes = st.fixed_dictionaries(
-    {"batch": st.integers(1, 4), "n": st.integers(1, 12), "dim": st.integers(1, 6), "seed": st.integers(0, 2**31)}
+    {"batch": st.integers(1, 4), "n": st.integers(0, 12), "dim": st.integers(1, 6), "seed": st.integers(0, 2**31),
+     "dtype": st.sampled_from([torch.float32, torch.float64])}
 )
 DERANDOMIZE = os.environ.get("CI", "").lower() == "true"
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=DERANDOMIZE)
 
 
-def draw(batch, n, dim, seed):
+def draw(batch, n, dim, seed, dtype=torch.float32):
+    """Prompts of ``n >= 0`` examples in float32 or float64 (the estimators compute in float64 and answer in the
+    prompt's dtype; the models are converted to it)."""
     g = torch.Generator().manual_seed(seed)
-    return LinearRegression(dim=dim, noise_std=0.3).sample(batch, n, g)
+    p = LinearRegression(dim=dim, noise_std=0.3).sample(batch, n, g)
+    return Prompt(*(getattr(p, f).to(dtype) for f in ("x", "y", "x_query", "y_query")))
 
 
 def bayes(p):
     return bayes_linear_regression(p, torch.zeros(p.dim), torch.eye(p.dim), 0.09)
 
 
-def seeded(model_cls, dim, **kw):
-    torch.manual_seed(dim)
-    return model_cls(dim, **kw).eval()
+def seeded(model_cls, p, **kw):
+    """A model for ``p``'s dimension, seeded by it, in ``p``'s dtype; models need one example at least."""
+    assume(p.n_context > 0)
+    torch.manual_seed(p.dim)
+    return model_cls(p.dim, **kw).to(p.x.dtype).eval()
 
 
 def lsa(p):
-    with torch.no_grad():
-        return seeded(LSA, p.dim)(p)
+    return seeded(LSA, p).predict(p)
 
 
 def ltb(p):
-    with torch.no_grad():
-        return seeded(LTB, p.dim)(p)
+    return seeded(LTB, p).predict(p)
 
 
 def gd_beta(p):
     g = torch.Generator().manual_seed(p.dim)
-    model = GDBeta(p.dim, beta0=torch.randn(p.dim, generator=g), gamma=torch.randn(p.dim, p.dim, generator=g))
-    with torch.no_grad():
-        return model(p)
+    beta0, gamma = torch.randn(p.dim, generator=g), torch.randn(p.dim, p.dim, generator=g)
+    return seeded(GDBeta, p, beta0=beta0, gamma=gamma).predict(p)
 
 
 PERMUTATION_INVARIANT = {
@@ -83,7 +86,9 @@ def test_permuting_the_context_leaves_the_prediction_unchanged(name, size):
     perm = torch.randperm(p.n_context, generator=torch.Generator().manual_seed(size["seed"] + 1))
     shuffled = Prompt(p.x[:, perm], p.y[:, perm], p.x_query, p.y_query)
     estimator = PERMUTATION_INVARIANT[name]
-    torch.testing.assert_close(estimator(shuffled), estimator(p), rtol=1e-4, atol=1e-4)
+    pred = estimator(p)
+    assert pred.dtype == p.x.dtype and pred.shape == (p.batch_size,)
+    torch.testing.assert_close(estimator(shuffled), pred, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", LINEAR_IN_Y)
@@ -94,6 +99,27 @@ def test_rescaling_the_labels_rescales_the_prediction(name, size, scale):
     scaled = Prompt(p.x, scale * p.y, p.x_query, scale * p.y_query)
     estimator = LINEAR_IN_Y[name]
     torch.testing.assert_close(estimator(scaled), scale * estimator(p), rtol=1e-3, atol=1e-4)
+
+
+PROMPT_ONLY = {name: f for name, f in {**PERMUTATION_INVARIANT, **LINEAR_IN_Y}.items()
+               if name not in ("LSA", "LTB", "GD-beta")}
+
+
+@pytest.mark.parametrize("name", PROMPT_ONLY)
+@SETTINGS
+@given(size=sizes)
+def test_float64_agrees_with_float32_and_no_context_gives_the_prior_guess(name, size):
+    """The same prompts in float64 and float32 give the same predictions (to float32's precision: the estimators
+    compute in float64 either way), and with n = 0 every prompt-only estimator predicts the prior guess, zero."""
+    size = {**size, "dtype": torch.float64}
+    p64 = draw(**size)
+    p32 = Prompt(*(getattr(p64, f).float() for f in ("x", "y", "x_query", "y_query")))
+    estimator = PROMPT_ONLY[name]
+    pred64, pred32 = estimator(p64), estimator(p32)
+    assert pred64.dtype == torch.float64 and pred32.dtype == torch.float32
+    torch.testing.assert_close(pred32.double(), pred64, rtol=1e-3, atol=1e-3)
+    if p64.n_context == 0:
+        assert torch.equal(pred64, torch.zeros_like(pred64))
 
 
 @settings(max_examples=25, deadline=None, derandomize=DERANDOMIZE)

@@ -136,3 +136,24 @@ def test_same_device_resolves_the_current_cuda_index():
     if torch.cuda.is_available():
         assert checks.same_device("cuda", f"cuda:{torch.cuda.current_device()}")
         assert not checks.same_device("cuda", "cpu")
+
+
+def test_nonfinite_values_can_be_allowed_explicitly():
+    """The finite-prompt check has an opt-out: inside checks.nonfinite_allowed() a NaN in a prompt reaches the
+    estimator (and its prediction is NaN), outside it is a named error."""
+    p = prompt()
+    bad = Prompt(p.x, p.y.clone().fill_(float("nan")), p.x_query, p.y_query)
+    with pytest.raises(ValueError, match="prompt.y holds 6 NaN or infinite value"):
+        ridge(bad, 1.0)
+    with checks.nonfinite_allowed():
+        assert torch.isnan(ridge(bad, 1.0)).all()
+    with pytest.raises(ValueError, match="prompt.y holds"):
+        ridge(bad, 1.0)
+
+
+def test_predict_restores_training_mode_after_an_error():
+    model = gpt()
+    model.train()
+    with pytest.raises(ValueError):
+        model.predict(prompt(n=5))
+    assert model.training

@@ -106,24 +106,26 @@ def one_step_feature_update(
     lr: float,
     weight_decay: float,
     generator: torch.Generator,
-    chunk_size: int = 1024,
+    chunk_size: int | None = None,
 ) -> None:
     """Stage 1 of Oko et al. (2024): one gradient step on the first-layer weights ``W`` of a
     :class:`FeatureAttention`, in place,
 
         W <- W - lr * (grad_W (1/T1) sum_t (y_q,t - f(X_t, Y_t, x_q,t))^2 + weight_decay * W),
 
-    over ``n_tasks`` fresh prompts of ``n`` examples (the gradient accumulated in chunks of prompts). With
+    over ``n_tasks`` fresh prompts of ``n`` examples (the gradient accumulated ``chunk_size`` prompts at a time;
+    default: as many as hold :data:`~icl_utils.config.CHUNK_ELEMENTS` feature values). With
     ``lr * weight_decay = 1`` the initial ``W`` cancels and the step keeps the gradient alone.
     """
     n_tasks = checks.positive_int("n_tasks", n_tasks)
     n = checks.positive_int("n", n)
     lr = checks.nonnegative_float("lr", lr, strict=True)
     weight_decay = checks.nonnegative_float("weight_decay", weight_decay)
-    chunk_size = checks.positive_int("chunk_size", chunk_size)
     if not isinstance(model, FeatureAttention):
         raise TypeError(f"model must be a FeatureAttention, got {type(model).__name__}")
     _reads(model, task, generator)
+    chunk_size = (config.prompts_per_chunk((n + 1) * (model.W.shape[0] + model.dim)) if chunk_size is None
+                  else checks.positive_int("chunk_size", chunk_size))
     grad = torch.zeros_like(model.W)
     for start in range(0, n_tasks, chunk_size):
         batch = min(chunk_size, n_tasks - start)
