@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -159,23 +160,29 @@ def finite(name: str, value: Tensor) -> Tensor:
     return value
 
 
+def nonfinite_names(tensors: dict[str, Tensor]) -> list[str]:
+    """The names of the tensors that hold a NaN or an infinity, found with one host sync (parameters after a step)."""
+    if not tensors:
+        return []
+    ok = torch.stack([torch.isfinite(t.detach()).all() for t in tensors.values()]).tolist()
+    return [name for name, fine in zip(tensors, ok) if not fine]
+
+
 def prompt(value: object, name: str = "prompt", *, finite: bool = True) -> Prompt:
     """An :class:`icl_utils.prompts.Prompt`, whose values are finite unless ``finite=False`` (a model's forward
     pass, which must not sync inside a training step) or inside :func:`nonfinite_allowed`."""
     if not isinstance(value, Prompt):
         raise TypeError(f"{name} must be an icl_utils.Prompt, got {type(value).__name__}")
     if finite and _CHECK_VALUES.get():
-        fields = ("x", "y", "x_query", "y_query")
-        ok = torch.stack([torch.isfinite(getattr(value, f)).all() for f in fields]).tolist()  # one host sync
-        for field, fine in zip(fields, ok):
-            if not fine:
-                values = getattr(value, field)
-                bad = ~torch.isfinite(values)
-                first = int(bad.reshape(len(values), -1).any(1).nonzero()[0, 0])
-                raise ValueError(
-                    f"{name}.{field} holds {int(bad.sum())} NaN or infinite value(s), the first in prompt {first}; "
-                    "drop those prompts, or wrap the call in icl_utils.checks.nonfinite_allowed()"
-                )
+        bad_fields = nonfinite_names({f: getattr(value, f) for f in ("x", "y", "x_query", "y_query")})
+        if bad_fields:
+            field = bad_fields[0]
+            bad = ~torch.isfinite(getattr(value, field))
+            first = int(bad.reshape(len(bad), -1).any(1).nonzero()[0, 0])
+            raise ValueError(
+                f"{name}.{field} holds {int(bad.sum())} NaN or infinite value(s), the first in prompt {first}; "
+                "drop those prompts, or wrap the call in icl_utils.checks.nonfinite_allowed()"
+            )
     return value
 
 
@@ -209,9 +216,10 @@ def sequence(name: str, value: object) -> object:
 
 
 def boolean(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
+    """True or False (numpy's booleans too), as a Python bool; never a truthy string or number."""
+    if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}")
-    return value
+    return bool(value)
 
 
 def module(name: str, value: object) -> torch.nn.Module:

@@ -92,22 +92,27 @@ def discrete_posterior_mean(prompt: Prompt, pool: Tensor, noise_var: float) -> T
         raise ValueError("pool must be finite")
     pool = pool.to(prompt.x.device, torch.float64)
     noise_var = checks.nonnegative_float("noise_var", noise_var, strict=True)
-    # A softmax over the pool computed in a stream (the running maximum rescales the sums): the residuals of a
-    # block of pool members on a chunk of prompts, (B', n, M'), are the largest array; no (B, M) array is built.
+    # A softmax over the pool computed in a stream: the residuals of a block of pool members on a chunk of prompts,
+    # (B', n, M'), are the largest array; no (B, M) array is built. Sums are kept relative to the least squared
+    # error so far (rescaled when it drops), so the weights never overflow and a tiny noise_var tends to the
+    # member of least error instead of 0/0.
     members = min(len(pool), config.prompts_per_chunk(prompt.n_context + 1))
     chunk = config.prompts_per_chunk((prompt.n_context + 1) * members)
     preds = []
     for part in prompt.split(chunk):
         x, y, xq = part.x.double(), part.y.double(), part.x_query.double()
-        top = torch.full_like(xq[:, 0], -float("inf"))
-        weight, weighted = torch.zeros_like(top), torch.zeros_like(top)
+        least = torch.full_like(xq[:, 0], float("inf"))
+        weight, weighted = torch.zeros_like(least), torch.zeros_like(least)
         for block in pool.split(members):
-            log_lik = -(y[:, :, None] - x @ block.T).square().sum(1) / (2 * noise_var)  # (B', M')
-            new_top = torch.maximum(top, log_lik.max(1).values)
-            scale, lik = torch.exp(top - new_top), torch.exp(log_lik - new_top[:, None])
+            sse = (y[:, :, None] - x @ block.T).square().sum(1)  # (B', M')
+            if not bool(torch.isfinite(sse).all()):
+                raise ValueError("the pool's squared errors on the context overflow float64: rescale pool or prompt")
+            new_least = torch.minimum(least, sse.min(1).values)
+            scale = torch.exp((new_least - least) / (2 * noise_var))  # 0 on the first block (least = inf)
+            lik = torch.exp((new_least[:, None] - sse) / (2 * noise_var))
             weight = weight * scale + lik.sum(1)
             weighted = weighted * scale + (lik * (xq @ block.T)).sum(1)
-            top = new_top
+            least = new_least
         preds.append(weighted / weight)
     return torch.cat(preds).to(prompt.x.dtype)
 
@@ -164,6 +169,13 @@ def kernel_ridge(
         bandwidths = tuple(checks.nonnegative_float("bandwidth", h, strict=True) for h in bandwidths)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
+    # A chunk of prompts at a time: each holds several n x n kernels in float64.
+    chunk = config.prompts_per_chunk(prompt.n_context * (prompt.n_context + prompt.dim))
+    return torch.cat([_kernel_ridge(part, lams, bandwidths) for part in prompt.split(chunk)])
+
+
+def _kernel_ridge(prompt: Prompt, lams: tuple[float, ...], bandwidths: tuple[float, ...]) -> Tensor:
+    """:func:`kernel_ridge` on a chunk of prompts, its arguments checked."""
     x, y, xq = prompt.x.double(), prompt.y.double(), prompt.x_query.double()
     sq_dist, sq_dist_query = torch.cdist(x, x).square(), (x - xq[:, None, :]).square().sum(-1)
     eye = torch.eye(prompt.n_context, dtype=x.dtype, device=x.device)

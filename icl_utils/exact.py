@@ -154,7 +154,7 @@ class AttentionMoments:
         size = self.c.shape[0]
         if not isinstance(gamma, Tensor) or tuple(gamma.shape) != (size, size):
             raise ValueError(f"gamma must be a tensor of shape ({size}, {size}) to match the {size} features")
-        gamma = gamma.detach().double().cpu()
+        gamma = checks.finite("gamma", gamma.detach().double().cpu())
         return self.second - 2 * torch.trace(gamma @ self.c) + torch.trace(gamma @ self.g @ gamma.T @ self.s(n))
 
 

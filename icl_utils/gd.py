@@ -116,13 +116,16 @@ def gradient_descent(
         checks.finite_losses(losses[checked:upto], first_step=checked)
         checked = upto
 
+    def check_parameters(step: int) -> None:
+        """The step after the last recorded loss, which no loss shows."""
+        bad = [name or "the parameters" for name in checks.nonfinite_names(params)]
+        if bad:
+            raise FloatingPointError(f"{', '.join(bad)} became non-finite by step {step}; lower lr or check the task")
+
     def keep(step: int) -> bool:
         """Record at ``step``; whether ``until`` says to stop there."""
         check_finite(step)
-        finite = torch.stack([torch.isfinite(p.detach()).all() for p in params.values()]).tolist()
-        if not all(finite):  # the step after the last recorded loss, which no loss shows
-            bad = [name or "the parameters" for name, ok in zip(params, finite) if not ok]
-            raise FloatingPointError(f"{', '.join(bad)} became non-finite by step {step}; lower lr or check the task")
+        check_parameters(step)
         with torch.no_grad():
             recorded = record(theta)
             if not isinstance(recorded, Mapping):
@@ -143,8 +146,9 @@ def gradient_descent(
         try:
             loss = evaluate()
             grads = torch.autograd.grad(loss, list(params.values()))
-        except RuntimeError:  # e.g. a factorization that fails on parameters made non-finite by a diverged step
+        except (RuntimeError, ValueError):  # a factorization or a check that fails on diverged parameters
             check_finite(step)
+            check_parameters(step)
             raise
         with torch.no_grad():
             losses[step] = loss.detach()

@@ -80,7 +80,7 @@ def mean_and_band(errors: Tensor, z: float = 1.96) -> tuple[Tensor, Tensor]:
     if not isinstance(errors, Tensor) or errors.ndim < 1 or errors.shape[0] < 2:
         raise ValueError("errors must be a tensor with at least two prompts along dim 0")
     z = checks.nonnegative_float("z", z, strict=True)
-    errors = errors.double().cpu()
+    errors = checks.finite("errors", errors.double().cpu())
     return errors.mean(0), z * errors.std(0) / math.sqrt(errors.shape[0])
 
 

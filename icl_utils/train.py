@@ -173,7 +173,7 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
             raise ValueError(f"model {i} has no parameters to train")
         if param.device.type != dev.type:
             raise ValueError(f"model {i} is on {param.device} but the generator samples on {dev}; move one of them")
-        bad = _nonfinite_parameters(model)
+        bad = checks.nonfinite_names(dict(model.named_parameters()))
         if bad:
             raise ValueError(f"model {i}'s parameters are not finite before training: {', '.join(bad)}")
     if config.cuda_graph and dev.type != "cuda":
@@ -194,18 +194,11 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
     return _Plan(config, dev, graph, config.bf16 and dev.type == "cuda", draw)
 
 
-def _nonfinite_parameters(model: nn.Module) -> list[str]:
-    """The names of ``model``'s parameters that hold a NaN or an infinity (one host sync)."""
-    named = list(model.named_parameters())
-    finite = torch.stack([torch.isfinite(p.detach()).all() for _, p in named]).tolist() if named else []
-    return [name for (name, _), ok in zip(named, finite) if not ok]
-
-
 def _finite_after(models: list[nn.Module], steps: int) -> None:
     """Raise a FloatingPointError if the last optimizer step left a parameter non-finite: the losses recorded
     before each step cannot show it."""
     for i, model in enumerate(models):
-        bad = _nonfinite_parameters(model)
+        bad = checks.nonfinite_names(dict(model.named_parameters()))
         if bad:
             label = "the model's" if len(models) == 1 else f"model {i}'s"
             raise FloatingPointError(f"{label} parameters became non-finite at the last of {steps} steps: "
@@ -293,8 +286,9 @@ def _optimize(
     start = time.perf_counter()
     bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False)
     for step in bar:
+        prompt = plan.draw(step)
         try:
-            history[step] = step_fn(step, plan.draw(step))
+            history[step] = step_fn(step, prompt)
         except TypeError as err:
             if step > 0:
                 raise

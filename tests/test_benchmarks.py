@@ -17,6 +17,7 @@ def test_train_speed_small_config_on_cpu(tmp_path):
     result = train_speed.main(["--config", "small", "--device", "cpu", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "train_speed-cpu.json").read_text())
     assert saved == json.loads(json.dumps(result)) and saved["complete"]
+    assert not (tmp_path / "train_speed-cpu.partial").exists()  # a finished run leaves only the complete file
     assert saved["device"].startswith("CPU") and saved["torch"] and saved["date"]
     names = [row["name"] for row in saved["rows"]]
     assert "package, plain" in names and all(row["steps_per_s"] > 0 for row in saved["rows"])

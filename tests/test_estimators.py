@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from icl_utils import config
 from icl_utils import estimators as est
 from icl_utils.exact import optimal_gd_lr
 from icl_utils.risk import prefix_errors
@@ -139,3 +140,12 @@ def test_tiny_penalties_warn_that_the_solve_is_ill_conditioned(gen):
         warnings.simplefilter("error")
         ridge(p, 1e-3)
         bayes_linear_regression(p, torch.zeros(4), torch.eye(4), 0.25)
+
+
+def test_kernel_ridge_in_chunks_of_prompts_matches_one_pass(monkeypatch):
+    """kernel_ridge builds n x n kernels per prompt, so it works through prompts a chunk of values at a time; with a
+    chunk of one prompt (30 values hold one prompt's 4 x (4 + 2), not two) the predictions are the same."""
+    p = LinearRegression(dim=2, noise_std=0.2).sample(5, 4, torch.Generator().manual_seed(3))
+    whole = est.kernel_ridge(p)
+    monkeypatch.setattr(config, "CHUNK_ELEMENTS", 30)
+    torch.testing.assert_close(est.kernel_ridge(p), whole)

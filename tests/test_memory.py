@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
     gen = torch.Generator().manual_seed(0)
     task = LinearRegression(dim=5, noise_std=0.5)
     risk.query_risk(averaging, task, 10, 2048, gen)  # warm up: allocator and kernels
-    exact.bayes_risk(task, 64, gen, n_mc=256)
+    exact.bayes_risk(task, 64, gen, n_mc=1024, chunk_size=512)  # at the chunk size measured below
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     mean, se = {call}
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -52,11 +52,11 @@ def test_million_prompt_risks_stay_within_a_memory_bound(call, unchunked_mb):
     assert result["se"] > 0 and result["mean"] > 0
 
 
-def test_a_million_prompt_risk_in_100_dimensions_is_chunked_by_values():
-    """The issue's case, at the default chunking: 10^6 prompts of 5 points in R^100 are 2 GB of inputs in float32
-    (the old 4096-prompt chunks held 8 MB here, but 164 GB at d = 1000, n = 10^4); chunks of CHUNK_ELEMENTS values
-    keep the peak growth near a chunk's few hundred MB. The peak is printed for the record."""
-    result = peak_growth("risk.query_risk(averaging, LinearRegression(dim=100), 4, 1_000_000, gen)")
+def test_long_prompts_in_100_dimensions_are_chunked_by_values():
+    """At the default chunking, 8192 prompts of 1001 points in R^100: chunks of a fixed 4096 prompts would hold 1.6 GB
+    of inputs in float32 (and 3.3 GB more as float64 in the estimator); chunks of CHUNK_ELEMENTS values hold 67 MB.
+    The bound is a third of the fixed chunks' inputs alone."""
+    result = peak_growth("risk.query_risk(averaging, LinearRegression(dim=100), 1000, 8192, gen)")
     print(f"peak growth {result['mb']:.0f} MB")
     assert result["mb"] < 512, result
 

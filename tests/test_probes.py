@@ -133,6 +133,8 @@ case("dmmse pool of wrong width", r"pool must be a tensor of shape \(M, 2\)",
 case("dmmse pool a list", "pool must be a tensor", lambda: est.discrete_posterior_mean(prompt(), [[0.0, 0.0]], 0.1))
 case("dmmse pool NaN", "pool must be finite", lambda: est.discrete_posterior_mean(prompt(), torch.full((4, 2), NAN),
                                                                                    0.1))
+case("dmmse residuals overflow", "overflow float64", lambda: est.discrete_posterior_mean(
+    prompt(), torch.full((2, 2), 1e200, dtype=torch.float64), 0.1))
 case("dmmse noise_var 0", "noise_var must be > 0", lambda: est.discrete_posterior_mean(prompt(), torch.zeros(4, 2),
                                                                                         0.0))
 
@@ -385,6 +387,7 @@ case("model_errors of a function", "model must be a torch.nn.Module", lambda: ri
                                                                                               prompt()))
 case("model_errors chunk_size 1.5", "chunk_size must be an int", lambda: risk.model_errors(LTB(2), prompt(), 1.5))
 case("mean_and_band z -1", "z must be > 0", lambda: risk.mean_and_band(torch.ones(3, 2), z=-1))
+case("mean_and_band NaN errors", "errors must be finite", lambda: risk.mean_and_band(torch.tensor([1.0, NAN])))
 case("mean_and_band one prompt", "at least two prompts", lambda: risk.mean_and_band(torch.ones(1, 2)))
 case("mean_and_band a list", "errors must be a tensor", lambda: risk.mean_and_band([1.0, 2.0]))
 case("fit_slope one distinct n", "ns must hold at least two distinct values", lambda: risk.fit_slope([2, 2, 2],
@@ -402,6 +405,7 @@ case("empirical_and_expected_risk of an LTB", "model must be linear attention on
      lambda: risk.empirical_and_expected_risk(LTB(2), FAMILIES["PromptPool"], LR))
 
 # --- dynamics --------------------------------------------------------------------------------------------------
+case("sa.predict NaN q", "q must be finite", lambda: sa.predict(prompt(), torch.full((2, 2), NAN)))
 case("sa.sample_counts NaN probability", "probs must be positive", lambda: sa.sample_counts(
     torch.tensor([NAN, 1.0]), 3, 4, gen()))
 case("sa.sample_counts n_samples 0", "n_samples must be >= 1", lambda: sa.sample_counts(
@@ -471,6 +475,8 @@ case("attention_gamma features not callable", "features must be callable", lambd
     None, FAMILIES["NonparametricTasks"], 4))
 case("attention_gamma points 0", "points must be >= 1", lambda: exact.attention_gamma(
     FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, points=0))
+case("attention_risk NaN gamma", "gamma must be finite", lambda: exact.attention_risk(
+    FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, torch.full((8, 8), NAN)))
 case("attention_risk gamma of wrong size", "gamma must be a tensor of shape", lambda: exact.attention_risk(
     FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, torch.eye(3)))
 
@@ -480,7 +486,6 @@ case("make_generator seed 1.5", "seed must be an int", lambda: config.make_gener
 case("make_generator device 3.0", "device must be", lambda: config.make_generator(0, 3.0))
 case("seed_everything '3'", "seed must be an int", lambda: config.seed_everything("3"))
 case("seed_everything True", "seed must be an int", lambda: config.seed_everything(True))
-case("by_mode with one value", "by_mode", lambda: config.by_mode(1))
 if not torch.cuda.is_available():
     case("make_generator 'cuda' without CUDA", "asks for CUDA", lambda: config.make_generator(0, "cuda"))
 if not torch.backends.mps.is_available():

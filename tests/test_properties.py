@@ -9,7 +9,7 @@ import os
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from icl_utils.estimators import (
@@ -81,6 +81,8 @@ LINEAR_IN_Y = {
 @pytest.mark.parametrize("name", PERMUTATION_INVARIANT)
 @SETTINGS
 @given(size=sizes)
+@example(size={"batch": 2, "n": 0, "dim": 3, "seed": 1, "dtype": torch.float32})
+@example(size={"batch": 2, "n": 5, "dim": 3, "seed": 1, "dtype": torch.float64})
 def test_permuting_the_context_leaves_the_prediction_unchanged(name, size):
     p = draw(**size)
     perm = torch.randperm(p.n_context, generator=torch.Generator().manual_seed(size["seed"] + 1))
@@ -108,6 +110,7 @@ PROMPT_ONLY = {name: f for name, f in {**PERMUTATION_INVARIANT, **LINEAR_IN_Y}.i
 @pytest.mark.parametrize("name", PROMPT_ONLY)
 @SETTINGS
 @given(size=sizes)
+@example(size={"batch": 3, "n": 0, "dim": 2, "seed": 0, "dtype": torch.float64})  # always, not by chance
 def test_float64_agrees_with_float32_and_no_context_gives_the_prior_guess(name, size):
     """The same prompts in float64 and float32 give the same predictions (to float32's precision: the estimators
     compute in float64 either way), and with n = 0 every prompt-only estimator predicts the prior guess, zero."""

@@ -1,6 +1,7 @@
 """Every kind of bad input to a public entry point of icl_utils gets a ValueError or TypeError that names the
 argument (one case per row; the config module's bad mode and device strings are tested in test_config.py)."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -149,6 +150,13 @@ def test_nonfinite_values_can_be_allowed_explicitly():
         assert torch.isnan(ridge(bad, 1.0)).all()
     with pytest.raises(ValueError, match="prompt.y holds"):
         ridge(bad, 1.0)
+
+
+def test_numpy_booleans_are_booleans():
+    """A flag read from a numpy array is a boolean too; a truthy string or number is not."""
+    assert LTB(2, mlp=np.False_).mlp is False and GPTConfig(n_dims=2, n_context=3, mlp=np.True_).mlp
+    with pytest.raises(TypeError, match="mlp must be True or False"):
+        LTB(2, mlp=np.int64(1))
 
 
 def test_predict_restores_training_mode_after_an_error():

@@ -36,6 +36,7 @@ def predict(prompt: Prompt, q: Tensor) -> Tensor:
     prompt = checks.prompt(prompt)
     if not isinstance(q, Tensor) or tuple(q.shape) != (prompt.dim, prompt.dim):
         raise ValueError(f"q must be a ({prompt.dim}, {prompt.dim}) tensor")
+    checks.finite("q", q)
     if prompt.n_context == 0:
         raise ValueError("softmax attention needs at least one context example")
     scores = torch.einsum("bnd,de,be->bn", prompt.x, q.to(prompt.x), prompt.x_query)

@@ -39,7 +39,7 @@ class GPTConfig:
             object.__setattr__(self, name, checks.positive_int(name, getattr(self, name)))
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
-        checks.boolean("mlp", self.mlp)
+        object.__setattr__(self, "mlp", checks.boolean("mlp", self.mlp))
         object.__setattr__(self, "dropout", checks.nonnegative_float("dropout", self.dropout))
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
