@@ -211,10 +211,11 @@ def two_layer_network(
         return torch.zeros_like(prompt.y_query)
     g = torch.Generator(device=prompt.x.device).manual_seed(checks.positive_int("seed", seed, minimum=0))
     batch, dim = prompt.batch_size, prompt.dim
-    w = torch.randn(batch, width, dim, generator=g, device=prompt.x.device)
+    like = {"device": prompt.x.device, "dtype": prompt.x.dtype}  # the network computes in the prompt's dtype
+    w = torch.randn(batch, width, dim, generator=g, **like)
     w = (w / w.norm(dim=2, keepdim=True)).requires_grad_(True)
-    b = torch.zeros(batch, width, device=prompt.x.device, requires_grad=True)
-    a = torch.zeros(batch, width, device=prompt.x.device, requires_grad=True)
+    b = torch.zeros(batch, width, **like, requires_grad=True)
+    a = torch.zeros(batch, width, **like, requires_grad=True)
 
     def net(x: Tensor) -> Tensor:
         return (torch.relu(x @ w.transpose(1, 2) + b[:, None, :]) * a[:, None, :]).sum(-1)

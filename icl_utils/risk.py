@@ -139,6 +139,8 @@ def first_n_below(ns: Sequence[int], risks: Sequence[float], level: float) -> in
     ns, risks = list(ns), np.asarray(risks, dtype=float)
     if risks.ndim != 1 or len(ns) != len(risks):
         raise ValueError(f"ns and risks must be sequences of the same length, got {len(ns)} and {risks.shape}")
+    if any(a >= b for a, b in zip(ns, ns[1:])):
+        raise ValueError(f"ns must increase (the first n below the level is then the smallest), got {ns}")
     if np.isnan(risks).any():
         raise ValueError("risks must not be nan")
     level = checks.nonnegative_float("level", level)

@@ -396,6 +396,7 @@ case("fit_slope a zero risk", "ns and risks must be positive", lambda: risk.fit_
 case("fit_slope lengths differ", "same length", lambda: risk.fit_slope([1, 2, 3], [1.0, 2.0]))
 case("local_slopes repeated n", "ns must not repeat", lambda: risk.local_slopes([1, 1, 2], [1.0, 2.0, 3.0]))
 case("first_n_below NaN risk", "risks must not be nan", lambda: risk.first_n_below([1, 2], [NAN, 1.0], 0.5))
+case("first_n_below unsorted ns", "ns must increase", lambda: risk.first_n_below([4, 1, 2], [1.0, 0.1, 0.1], 0.5))
 case("first_n_below level -1", "level must be >= 0", lambda: risk.first_n_below([1, 2], [1.0, 1.0], -1.0))
 case("query_risk_curves of a list", "predictors must be a non-empty dict", lambda: risk.query_risk_curves(
     [est.averaging], LR, [1, 2], 4, gen()))
@@ -422,6 +423,8 @@ case("sa.run_gradient_descent n_context -1", "n_context must be >= 1", lambda: s
     torch.tensor([0.5, 0.5]), -1, steps=2, lr=1.0, n_samples=4, generator=gen()))
 case("sa.convergence_steps eps 0", "eps must be > 0", lambda: sa.convergence_steps(
     np.arange(3), np.ones((3, 2)), 0.0))
+case("sa.convergence_steps NaN loss", "loss_k must be numbers without NaN", lambda: sa.convergence_steps(
+    np.arange(3), np.full((3, 2), NAN), 0.1))
 case("sa.bound_terms lr 0", "lr must be > 0", lambda: sa.bound_terms(np.array([4]), np.array([0.1]), 0.0))
 case("sa.concentration_quantile quantile 1.5", "quantile must be a number in", lambda: sa.concentration_quantile(
     torch.zeros(2, 2), torch.tensor([0.5, 0.5]), 4, n_samples=4, quantile=1.5, generator=gen()))

@@ -152,6 +152,14 @@ def test_nonfinite_values_can_be_allowed_explicitly():
         ridge(bad, 1.0)
 
 
+def test_two_layer_network_computes_in_the_prompts_dtype():
+    from icl_utils.estimators import two_layer_network
+
+    for dtype in (torch.float32, torch.float64):
+        pred = two_layer_network(prompt(dtype=dtype), steps=3)
+        assert pred.dtype == dtype and pred.shape == (2,)
+
+
 def test_numpy_booleans_are_booleans():
     """A flag read from a numpy array is a boolean too; a truthy string or number is not."""
     assert LTB(2, mlp=np.False_).mlp is False and GPTConfig(n_dims=2, n_context=3, mlp=np.True_).mlp

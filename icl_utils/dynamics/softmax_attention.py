@@ -167,6 +167,8 @@ def _history_arrays(steps: object, **arrays: object) -> tuple[np.ndarray, ...]:
         value = np.asarray(value)
         if value.ndim < 1 or value.shape[0] != len(steps):
             raise ValueError(f"{name} must have one row per recorded step ({len(steps)}), got shape {value.shape}")
+        if not np.issubdtype(value.dtype, np.number) or np.isnan(value).any():  # NaN <= eps is False: "never"
+            raise ValueError(f"{name} must be numbers without NaN (a diverged run has no convergence step)")
         out.append(value)
     return tuple(out)
 
