@@ -57,13 +57,24 @@ def _fourier_indices(dim: int, count: int) -> list[tuple[int, ...]]:
 
     def level(total: int) -> list[tuple[int, ...]]:
         """Every ``(j_1, ..., j_dim)`` of total frequency ``total``: ``j = 1`` at frequency 0, else ``2k, 2k + 1``.
-        Built axis by axis from the last (a loop, not a recursion, so any ``dim`` works): ``tails[t]`` holds the
-        tails of total frequency ``t``."""
-        tails: list[list[tuple[int, ...]]] = [[()]] + [[] for _ in range(total)]
-        for _ in range(dim):
-            tails = [[(j, *rest) for k in range(t + 1) for j in ((1,) if k == 0 else (2 * k, 2 * k + 1))
-                      for rest in tails[t - k]] for t in range(total + 1)]
-        return tails[total]
+        Only the axes of non-zero frequency are chosen, at most ``total`` of them, so the recursion is ``total``
+        deep and the work is the output's size whatever ``dim`` (``dim = 1000`` works)."""
+        out: list[tuple[int, ...]] = []
+
+        def place(start: int, remaining: int, chosen: list[tuple[int, int]]) -> None:
+            if remaining == 0:
+                index = [1] * dim
+                for axis, j in chosen:
+                    index[axis] = j
+                out.append(tuple(index))
+                return
+            for axis in range(start, dim):
+                for k in range(1, remaining + 1):
+                    for j in (2 * k, 2 * k + 1):
+                        place(axis + 1, remaining - k, chosen + [(axis, j)])
+
+        place(0, total, [])
+        return out
 
     indices: list[tuple[int, ...]] = []
     total = 0
