@@ -62,9 +62,7 @@ def vector(name: str, value: object, dim: int) -> Tensor:
     t = as_float64(name, value)
     if tuple(t.shape) != (dim,):
         raise ValueError(f"{name} must have shape ({dim},), got {tuple(t.shape)}")
-    if not torch.isfinite(t).all():
-        raise ValueError(f"{name} must be finite")
-    return t.cpu()
+    return finite(name, t).cpu()
 
 
 def matrix(name: str, value: object, dim: int) -> Tensor:
@@ -72,9 +70,7 @@ def matrix(name: str, value: object, dim: int) -> Tensor:
     t = as_float64(name, value)
     if tuple(t.shape) != (dim, dim):
         raise ValueError(f"{name} must have shape ({dim}, {dim}), got {tuple(t.shape)}")
-    if not torch.isfinite(t).all():
-        raise ValueError(f"{name} must be finite")
-    return t.cpu()
+    return finite(name, t).cpu()
 
 
 def psd_matrix(name: str, value: object, dim: int) -> Tensor:
@@ -260,5 +256,3 @@ def sample_sizes(batch: object, n: object, gen: object, dim: int | None = None) 
         allocation("batch * (n + 1) * dim", batch * (n + 1) * dim)
     return batch, n, gen
 
-
-device = config.resolve_device  # a device that exists here: cpu, or cuda/mps when torch sees one

@@ -28,19 +28,16 @@ Estimator = Callable[[Prompt], Tensor]
 
 
 def _scored(preds: object, prompt: Prompt, *, query_only: bool) -> Tensor:
-    """The one pairing of predictions with targets behind every scorer here: the squared errors of ``preds`` on
-    ``prompt`` (:func:`~icl_utils.prompts.squared_errors`), after checking that there is one finite prediction per
-    prompt (``query_only``), or per prompt or point (a model's output), never a broadcast."""
-    shapes = [(prompt.batch_size,)] + ([] if query_only else [(prompt.batch_size, prompt.n_context + 1)])
-    if not isinstance(preds, Tensor) or tuple(preds.shape) not in shapes:
+    """The squared errors of ``preds`` on ``prompt`` behind every scorer here: the shape-checked pairing of
+    :func:`~icl_utils.prompts.squared_errors` (per point or per query, never a broadcast), restricted to one
+    prediction per prompt for an estimator (``query_only``), and the predictions checked to be finite."""
+    if query_only and (not isinstance(preds, Tensor) or tuple(preds.shape) != (prompt.batch_size,)):
         shape = tuple(preds.shape) if isinstance(preds, Tensor) else type(preds).__name__
-        if query_only:
-            raise ValueError(f"an estimator must return one prediction per prompt, shape {shapes[0]}, got {shape}; "
-                             "for a GPT, pass model.predict")
-        raise ValueError(f"a model must return one prediction per prompt or per point, shape {shapes[0]} or "
-                         f"{shapes[1]}, got {shape}")
+        raise ValueError(f"an estimator must return one prediction per prompt, shape ({prompt.batch_size},), got "
+                         f"{shape}; for a GPT, pass model.predict")
+    errors = squared_errors(preds, prompt)
     checks.finite("predictions", preds)
-    return squared_errors(preds, prompt)
+    return errors
 
 
 def prefix_errors(estimator: Estimator, prompt: Prompt) -> Tensor:

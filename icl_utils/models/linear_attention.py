@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from icl_utils import checks
+from icl_utils import checks, config
 from icl_utils.models.base import QueryModel
 from icl_utils.prompts import Prompt
 
@@ -44,7 +44,7 @@ def attention_mask(n: int, dtype: torch.dtype = torch.float32, device: torch.dev
     n = checks.positive_int("n", n)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
-    device = checks.device("device", device) if device is not None else None
+    device = config.resolve_device("device", device) if device is not None else None
     # Built from device ops alone (no element assignment), so it can be recorded inside a CUDA graph.
     return torch.diag((torch.arange(n + 1, device=device) < n).to(dtype))
 
