@@ -114,13 +114,14 @@ def probabilities(name: str, value: object) -> Tensor:
 
 
 def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> None:
-    """Warn (once per call site, Python's default) when a penalty is below 1e-10 of the largest Gram scale:
-    float64 then loses most digits in the solve, and the result is close to the unpenalized limit."""
+    """Warn when a penalty is below 1e-10 of the largest Gram scale: float64 then loses most digits in the solve,
+    and the result is close to the unpenalized limit. The text holds no other number, so Python's default shows
+    it once per call site and penalty, not once per call."""
     scale = gram_scale.max().item()
     if penalty < 1e-10 * scale:
         warnings.warn(
-            f"{name}={penalty:g} is below 1e-10 of the Gram matrix's scale ({scale:.3g}); the solve is "
-            "ill-conditioned. For the unpenalized limit use a pseudo-inverse (least_squares).",
+            f"{name}={penalty:g} is below 1e-10 of the Gram matrix's scale; the solve is ill-conditioned. For "
+            "the unpenalized limit use a pseudo-inverse (least_squares).",
             RuntimeWarning,
             stacklevel=3,
         )

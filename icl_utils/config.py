@@ -4,6 +4,8 @@
   (the papers' sizes, meant for a GPU). Any other value is an error.
 * ``ICL_DEVICE``: overrides the device (``cpu``, ``cuda``, ``cuda:1``, ...). Without it the device is CUDA
   when available, else the CPU.
+* ``ICL_PROGRESS``: ``1`` (default) shows progress bars in training loops; ``0`` hides them. The book's build
+  sets ``0`` (``book/_ext/quiet_build.py``), so bars show in Jupyter and never in a rendered page.
 """
 
 from __future__ import annotations
@@ -37,6 +39,14 @@ def mode() -> str:
     if value not in MODES:
         raise ValueError(f"ICL_MODE must be one of {MODES}, got {value!r}")
     return value
+
+
+def show_progress() -> bool:
+    """Whether training loops draw progress bars: ``ICL_PROGRESS`` is ``1`` (the default) or ``0``."""
+    value = os.environ.get("ICL_PROGRESS", "1").strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"ICL_PROGRESS must be 0 or 1, got {value!r}")
+    return value == "1"
 
 
 def is_full() -> bool:

@@ -15,6 +15,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from icl_utils import checks
+from icl_utils.config import show_progress
 
 Params = Tensor | dict[str, Tensor]
 
@@ -139,7 +140,8 @@ def gradient_descent(
         return until is not None and bool(until(values))
 
     stopped = False
-    for step in tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0, leave=False):
+    bar = tqdm(range(steps), desc=desc, disable=not (progress and show_progress()), mininterval=1.0, leave=False)
+    for step in bar:
         if step % record_every == 0 and keep(step):
             stopped = True
             break

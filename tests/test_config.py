@@ -56,3 +56,19 @@ def test_mps_without_mps_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("ICL_DEVICE", "mps")
     with pytest.raises(ValueError, match="ICL_DEVICE='mps' asks for MPS"):
         config.describe()
+
+
+@pytest.mark.parametrize("value, drawn", [("1", True), ("0", False)])
+def test_progress_bars_follow_icl_progress(monkeypatch, capsys, value, drawn):
+    from icl_utils.gd import gradient_descent
+
+    monkeypatch.setenv("ICL_PROGRESS", value)
+    assert config.show_progress() is drawn
+    gradient_descent(lambda p: p["t"] ** 2, {"t": torch.ones(())}, steps=3, lr=0.1)
+    assert bool(capsys.readouterr().err) is drawn  # the bar is written to stderr, or nothing is
+
+
+def test_progress_setting_is_checked(monkeypatch):
+    monkeypatch.setenv("ICL_PROGRESS", "yes")
+    with pytest.raises(ValueError, match="ICL_PROGRESS must be 0 or 1"):
+        config.show_progress()

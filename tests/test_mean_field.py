@@ -79,6 +79,18 @@ def test_degenerate_student_covariance_warns_instead_of_nan(sample):
     assert torch.isfinite(loss) and 0 < loss < K + 0.1
 
 
+def test_a_run_through_degenerate_covariances_warns_once(sample):
+    # Python shows a warning once per call site and text; a text with the eigenvalues in it showed once per step
+    # (about 1,950 times in one chapter's page). Five different degenerate students must give one warning.
+    _, x, f = sample
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for seed in range(5):
+            same = init_particles(1, D, K, torch.Generator().manual_seed(seed)).double().repeat(16, 1)
+            static_loss(same, f, x, K)
+    assert [str(w.message)[:30] for w in caught] == ["Sigma_mu,mu is nearly singular"]
+
+
 def test_gp_perturbation_moves_nearby_particles_together():
     gen = torch.Generator().manual_seed(0)
     p = torch.randn(5, 4, generator=gen, dtype=torch.float64) * 10

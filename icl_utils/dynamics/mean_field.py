@@ -82,10 +82,11 @@ def _regularized(cov: Tensor, ridge: float) -> Tensor:
     k = cov.shape[0]
     evals = torch.linalg.eigvalsh(cov.detach())
     if evals.min() < 1e3 * ridge * evals.max().clamp(min=1e-30):
+        # No changing numbers in the text: Python shows a warning once per call site and text, and a text with
+        # the eigenvalues in it would repeat at every step of a run.
         warnings.warn(
-            f"Sigma_mu,mu is nearly singular (eigenvalues {evals.min().item():.2e} to {evals.max().item():.2e}): the "
-            f"student's features are nearly collinear; the inverse uses a ridge of {ridge:g} times the mean eigenvalue",
-            RuntimeWarning, stacklevel=3)
+            f"Sigma_mu,mu is nearly singular: the student's features are nearly collinear; the inverse uses a ridge "
+            f"of {ridge:g} times the mean eigenvalue", RuntimeWarning, stacklevel=3)
     return cov + ridge * torch.trace(cov) / k * torch.eye(k, dtype=cov.dtype, device=cov.device)
 
 

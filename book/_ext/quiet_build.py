@@ -1,0 +1,16 @@
+"""Keep progress bars out of the rendered pages.
+
+The build's kernels inherit this process's environment, so ``ICL_PROGRESS=0`` set here turns off the training
+loops' bars (``icl_utils.config.show_progress``) in every notebook the build executes, while Jupyter, where the
+variable is unset, still shows them. Anything else written to stderr is a warning of myst-nb's
+(``nb_output_stderr: warn`` in ``_config.yml``), and under ``-W`` a failed build.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def setup(app):
+    os.environ["ICL_PROGRESS"] = "0"
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
