@@ -31,25 +31,71 @@ COLORS = {
 PALETTE = ("#1b4f9c", "#2a9d8f", "#d1495b", "#e9a03b", "#8d6a9f", "#66a182")
 
 
+#: The width of the book's text column at the house resolution, in inches: a figure is drawn at the size it is
+#: shown (sphinx-book-theme's column is about 730 CSS pixels on a wide screen), so its text is shown at the size
+#: drawn. ``tests/test_browser.py`` checks that no figure of the built book is shrunk.
+FIGURE_WIDTH = 7.2
+#: The smallest text a figure may carry, in points, at its drawn (and shown) size.
+MIN_FONT_PT = 9.0
+DPI = 100
+
+
 def use_house_style() -> None:
-    """Readable defaults for every figure of the book."""
+    """Readable defaults for every figure of the book: drawn at :data:`DPI` (twice that in Jupyter, as a retina
+    PNG shown at half its pixel size), text of at least :data:`MIN_FONT_PT` points, the house colours in order."""
     plt.rcParams.update(
         {
             "figure.figsize": (6.4, 4.0),
-            "figure.dpi": 110,
-            "savefig.dpi": 150,
-            "font.size": 11,
-            "axes.titlesize": 12,
-            "axes.labelsize": 11,
+            "figure.dpi": DPI,
+            "savefig.dpi": 2 * DPI,
+            "font.size": 10,
+            "axes.titlesize": 10,
+            "axes.labelsize": 10,
+            "xtick.labelsize": 9,
+            "ytick.labelsize": 9,
+            "legend.fontsize": 9,
+            "legend.title_fontsize": 9,
+            "axes.prop_cycle": plt.cycler(color=PALETTE),
             "axes.spines.top": False,
             "axes.spines.right": False,
             "axes.grid": True,
             "grid.alpha": 0.3,
             "legend.frameon": False,
-            "legend.fontsize": 9,
-            "lines.linewidth": 2.0,
+            "lines.linewidth": 1.8,
         }
     )
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina")
+
+
+def _size(width: float, height: float) -> tuple[float, float]:
+    """A figure size that fits the text column: a wider figure is narrowed to :data:`FIGURE_WIDTH`, and its
+    height shrinks by at most a quarter so that its panels keep room for their labels."""
+    if width <= FIGURE_WIDTH:
+        return width, height
+    return FIGURE_WIDTH, height * max(FIGURE_WIDTH / width, 0.75)
+
+
+def unreadable(fig: Figure) -> list[str]:
+    """What makes ``fig`` hard to read on the book's page: wider than :data:`FIGURE_WIDTH`, or visible text
+    smaller than :data:`MIN_FONT_PT` points. Empty when it is readable."""
+    from matplotlib.text import Text
+
+    if not isinstance(fig, Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    out = []
+    width = fig.get_size_inches()[0]
+    if width > FIGURE_WIDTH + 1e-9:
+        out.append(f"{width:.1f} in wide (at most {FIGURE_WIDTH})")
+    for text in fig.findobj(Text):
+        if text.get_visible() and text.get_text().strip() and text.get_fontsize() < MIN_FONT_PT:
+            out.append(f"text {text.get_text()[:30]!r} at {text.get_fontsize():g} pt (at least {MIN_FONT_PT:g})")
+    return out
 
 
 def plot_error_curves(
@@ -192,7 +238,7 @@ def plot_error_per_dimension(
     dim = checks.positive_int("dim", dim)
     noise_var = checks.nonnegative_float("noise_var", noise_var)
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.5))
+        _, ax = plt.subplots(figsize=_size(7, 4.5))
     plot_error_curves(curves, ax=ax, normalize=dim, reference={"noise level": noise_var / dim},
                       ylabel="squared error / d", logy=True, ylim=ylim)
     ax.axvline(dim, color="0.7", linewidth=1)
@@ -210,7 +256,7 @@ def plot_bases_and_tasks(
 
     if not demos or any(getattr(task, "dim", None) != 1 for task in demos.values()):
         raise ValueError("demos must map smoothness levels to one-dimensional NonparametricTasks")
-    fig, axes = plt.subplots(1, 1 + len(demos), figsize=(11, 3.2))
+    fig, axes = plt.subplots(1, 1 + len(demos), figsize=_size(11, 3.2))
     grid = torch.linspace(-0.5, orders + 0.5, 501, dtype=torch.float64)
     for m in range(orders):
         axes[0].plot(grid, cardinal_bspline(grid, m), label=f"$\\mathcal{{N}}_{m}$")
@@ -241,7 +287,7 @@ def plot_rate_curves(
 
     if set(curves) != set(oracle):
         raise ValueError("curves and oracle must have the same smoothness levels")
-    fig, axes = plt.subplots(1, len(curves), figsize=(11, 3.8), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(curves), figsize=_size(11, 3.8), sharey=True, squeeze=False)
     axes = axes[0]
     ns = np.asarray(ns, dtype=float)
     for ax, (s, curve) in zip(axes, curves.items()):
@@ -254,7 +300,7 @@ def plot_rate_curves(
         ax.plot(ns, curve[-1] * (ns / ns[-1]) ** -rate, color="0.5", linestyle="--", label=f"$n^{{-{rate:.2f}}}$")
         ax.set(xscale="log", xlabel="context length $n$", title=f"$s = {s:g}$")
         log_y(ax)
-        ax.legend(fontsize=8)
+        ax.legend()
     axes[0].set_ylabel("excess ICL risk")
     fig.tight_layout()
     return fig
@@ -272,7 +318,7 @@ def plot_feature_maps(
     runs = np.asarray(runs)
     if runs.ndim != 2 or runs.shape[1] != len(ns) or not 0 <= best < runs.shape[0]:
         raise ValueError(f"runs must have shape (S, {len(ns)}) and best must index one of its rows")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=_size(11, 3.8))
     plot_training_loss({"pretraining": history}, ax=axes[0], reference={"noise variance": noise_var})
     plot_lines(np.array(ns), curves, ax=axes[1], xlabel="context length $n$", ylabel="excess ICL risk",
                logx=True, logy=True)
@@ -297,7 +343,7 @@ def plot_memorization(
     per_pool = np.asarray(per_pool)
     if per_pool.ndim != 2 or per_pool.shape[0] != len(ts):
         raise ValueError(f"per_pool must have shape ({len(ts)}, pools)")
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
     series = {"pretraining tasks (empirical risk)": empirical, "new tasks (expected risk)": expected}
     plot_lines(np.asarray(ts), series, ax=ax, xlabel="number of pretraining tasks $T$", ylabel="ICL risk", logx=True,
                styles={"pretraining tasks (empirical risk)": dict(marker="o"),
@@ -318,7 +364,7 @@ def plot_learner_comparison(
     """Excess ICL risk against the context length ``ns`` (log base 2): lines with markers for the ``exact`` curves
     (name to shape ``(len(ns),)``), and 95% error bars for the ``monte_carlo`` ones (name to shape ``(len(ns), 2)``:
     mean and standard error). Returns the figure."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
     for name, curve in exact.items():
         ax.plot(ns, curve, marker="o", label=name)
     for name, v in monte_carlo.items():
@@ -342,7 +388,7 @@ def plot_task_diversity(
     ``risks`` (name to shape ``(len(ms),)``; a name containing "attention" is drawn in blue with circles, any other
     in red with squares; "new" solid, else dotted), with the best attention and the Bayes risk under the Gaussian
     prior dashed. Returns the figure."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=_size(7, 4))
     styles = {k: dict(marker="o" if "attention" in k else "s", linestyle="-" if "new" in k else ":",
                       color="C0" if "attention" in k else "C3") for k in risks}
     plot_lines(np.asarray(ms), risks, ax=ax, xlabel="number of pretraining tasks in the pool $M$",
@@ -391,7 +437,7 @@ def plot_losses_from_starts(runs: Mapping[tuple[str, str], object], *, ax: Axes 
     log_y(ax)
     if title is not None:
         ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend()
     return ax
 
 
@@ -411,7 +457,7 @@ def plot_saddle_escape(escape: object, *, ax: Axes | None = None, title: str | N
     twin.plot(escape.steps, escape.loss, color="0.5", linewidth=1, label="loss")
     twin.set_ylabel("loss", color="0.5")
     twin.grid(False)
-    ax.legend(loc="center right", fontsize=8)
+    ax.legend(loc="center right")
     return ax
 
 
@@ -420,7 +466,7 @@ def plot_mean_field_training(runs: Mapping[str, object], runs_from_starts: Mappi
     """Three panels: (a) the losses of ``runs`` (model name to a run with ``steps`` and ``losses``) on a
     nondegenerate teacher (:func:`plot_model_losses`); (b) ``runs_from_starts`` on a degenerate teacher
     (:func:`plot_losses_from_starts`); the plain flow's escape from the saddle (:func:`plot_saddle_escape`)."""
-    fig, axes = plt.subplots(1, 3, figsize=figsize)
+    fig, axes = plt.subplots(1, 3, figsize=_size(*figsize))
     steps = next(iter(runs.values())).steps
     plot_model_losses(steps, {name: r.losses for name, r in runs.items()}, ax=axes[0],
                       title="(a) nondegenerate teacher")
@@ -438,13 +484,13 @@ def plot_readout_errors(steps: np.ndarray, learned: Mapping[str, np.ndarray], ra
     (a grey band, ``random[task]`` of any length) and the teacher's features (``teacher[task]``, dashed)."""
     if set(random) != set(learned) or set(teacher) != set(learned):
         raise ValueError("learned, random and teacher must name the same tasks")
-    fig, axes = plt.subplots(1, len(learned), figsize=figsize or (5.5 * len(learned), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(learned), figsize=_size(*(figsize or (5.5 * len(learned), 3.6))), squeeze=False)
     for ax, name in zip(axes[0], learned):
         ax.plot(steps, learned[name], color=MODEL_COLORS["static"], label="learned features")
         ax.axhspan(np.min(random[name]), np.max(random[name]), color="0.8", label="random features")
         ax.axhline(teacher[name], color="k", linestyle="--", linewidth=1, label="teacher features")
         ax.set(xlabel="gradient step", ylabel="relative test error", title=f"task {(titles or {}).get(name, name)}")
-        ax.legend(fontsize=8)
+        ax.legend()
     fig.tight_layout()
     return fig
 
@@ -466,7 +512,7 @@ def plot_subspace_mass(
         raise ValueError(f"labels, initial and trained must have the same non-zero length, got "
                          f"{len(labels)}, {len(initial)} and {len(trained)}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 3.8))
+        _, ax = plt.subplots(figsize=_size(6.5, 3.8))
     xs = np.arange(len(labels))
     ax.bar(xs - 0.18, initial, width=0.36, color="0.7", label="initialization")
     ax.bar(xs + 0.18, trained, width=0.36, color=PALETTE[0], label=trained_label)
@@ -505,7 +551,7 @@ def plot_risk_against_examples(
     for name, curves in baselines.items():
         if set(curves) - set(by_dim) or any(len(v) != len(baseline_ns) for v in curves.values()):
             raise ValueError(f"baseline {name!r} must map dimensions of by_dim to one risk per n in baseline_ns")
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=_size(12, 4.4), sharey=True)
     x, labels = np.asarray(ns), dict(xlabel="in-context examples $n^*$", ylabel="test squared error")
     colors = dict(zip(by_dim, PALETTE))
     plot_lines(x, {f"pretrained, d={d}": v for d, v in by_dim.items()}, ax=ax1, logy=True, logx=True,
@@ -514,7 +560,7 @@ def plot_risk_against_examples(
         for (name, curves), ls in zip(baselines.items(), ("--", ":", "-.")):
             if d in curves:
                 ax1.plot(baseline_ns, curves[d], ls, color=color, label=f"{name}, d={d}")
-    ax1.legend(fontsize=7, ncol=2)
+    ax1.legend(ncol=2)
     plot_lines(x, {f"r={r}": v for r, v in by_rank.items()}, ax=ax2, logy=True, logx=True,
                styles={f"r={r}": {"color": c, "marker": "s"} for r, c in zip(by_rank, PALETTE)}, **labels)
     ax2.set_title("pretrained" if rank_dim is None else f"pretrained, d = {rank_dim}")
@@ -543,7 +589,7 @@ def plot_error_panels(
     missing = set(markers) - {name for curves in panels.values() for name in curves}
     if missing:
         raise ValueError(f"markers name curves that no panel draws: {sorted(missing)}")
-    fig, axes = plt.subplots(1, len(panels), figsize=figsize, sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=_size(*figsize), sharey=True, squeeze=False)
     for ax, (title, curves) in zip(axes[0], panels.items()):
         plot_error_curves(curves, ax=ax, logy=logy, ylabel=ylabel)
         for line in list(ax.lines):
@@ -578,7 +624,7 @@ def plot_risk_against_signal(
         if values.shape != (len(norms),):
             raise ValueError(f"risks[{name!r}] must hold one risk per norm ({len(norms)}), got shape {values.shape}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(7.5, 4.2))
+        _, ax = plt.subplots(figsize=_size(7.5, 4.2))
     plot_lines(np.asarray(norms, dtype=float), series, ax=ax, styles=SIGNAL_STYLES if styles is None else styles,
                xlabel=r"norm of the shared signal $\|\beta^*\|$", ylabel="ICL risk")
     if bayes is not None:
@@ -607,7 +653,7 @@ def plot_gd_beta_reading(
     if gamma_star.shape != gamma_read.shape or gamma_star.ndim != 2:
         raise ValueError(f"gamma_star and gamma_read must both have shape (d, d), got {tuple(gamma_star.shape)} "
                          f"and {tuple(gamma_read.shape)}")
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=_size(10, 4.2))
     pred_read, pred_ltb = pred_read[:k].detach().cpu(), pred_ltb[:k].detach().cpu()
     _scatter_on_diagonal(ax1, pred_read, pred_ltb, [pred_ltb.min().item(), pred_ltb.max().item()], s=4, alpha=0.5,
                          color=PALETTE[0])
@@ -634,7 +680,7 @@ def plot_risk_ratios_against_n(
         raise ValueError(f"at most {len(PALETTE)} signal-to-noise ratios can be told apart, got {len(snrs)}")
     linestyles = {"GD-β": "-", "GD-0": ":", "GD++": "--"} if linestyles is None else linestyles
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.5))
+        _, ax = plt.subplots(figsize=_size(8, 4.5))
     ns = np.asarray(ns)
     series, styles = {}, {}
     for snr, color in zip(snrs, PALETTE):
@@ -647,7 +693,7 @@ def plot_risk_ratios_against_n(
     ax.set_xscale("log")
     ax.set_xticks(ns, [str(m) for m in ns])
     ax.minorticks_off()
-    ax.legend(ncol=3, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    ax.legend(ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     return ax
 
 
@@ -663,7 +709,7 @@ def plot_gd_records(
         missing = [key for key in keys if key not in hist.records]
         if missing:
             raise ValueError(f"run {name!r} recorded no {missing}; it has {sorted(hist.records)}")
-    fig, axes = plt.subplots(1, len(keys), figsize=(width * len(keys), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(keys), figsize=_size(width * len(keys), 4), squeeze=False)
     for ax, key in zip(axes[0], keys):
         for name, hist in histories.items():
             ax.plot(hist.steps, hist.records[key], label=name)
@@ -684,7 +730,7 @@ def plot_feature_errors(histories: Mapping[str, object], *, level: float | None 
     """
     if not histories:
         raise ValueError("histories must name at least one run")
-    fig, axes = plt.subplots(1, len(histories), figsize=(5.5 * len(histories), 4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(histories), figsize=_size(5.5 * len(histories), 4), sharey=True, squeeze=False)
     for ax, (title, hist) in zip(axes[0], histories.items()):
         loss_k = np.asarray(hist.records["loss_k"])
         n = loss_k.shape[1]
@@ -695,7 +741,7 @@ def plot_feature_errors(histories: Mapping[str, object], *, level: float | None 
         if level is not None:
             ax.axhline(level, linestyle="--", color="0.5", linewidth=1)
         ax.set_title(title)
-        ax.legend(ncol=2, fontsize=8)
+        ax.legend(ncol=2)
     return fig
 
 
@@ -706,7 +752,7 @@ def plot_attention_snapshots(steps: np.ndarray, attn: np.ndarray, *, at: Sequenc
     if attn.ndim != 3 or attn.shape[0] != len(steps):
         raise ValueError(f"attn must be (T, K, K) with T = len(steps) = {len(steps)}, got {attn.shape}")
     picks = [min(int(np.searchsorted(steps, t)), len(steps) - 1) for t in at]
-    fig, axes = plt.subplots(1, len(picks), figsize=(3.5 * len(picks), 3.6), constrained_layout=True,
+    fig, axes = plt.subplots(1, len(picks), figsize=_size(3.5 * len(picks), 3.6), constrained_layout=True,
                              squeeze=False)
     plot_attention_heatmaps([attn[i] for i in picks], [f"step {steps[i]}" for i in picks], axes=axes[0])
     return fig
@@ -722,7 +768,7 @@ def plot_phase_weights(steps: np.ndarray, w: np.ndarray, *, feature: int, other:
     if w.ndim != 3 or w.shape[0] != len(steps) or len(boundaries) != 3:
         raise ValueError("w must be (T, K, K) with T = len(steps), and boundaries must hold three steps")
     k, m = feature, other
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    fig, ax = plt.subplots(figsize=_size(8, 4.2))
     plot_lines(steps, {f"$A_{{{k + 1}}}$": w[:, k, k], f"$B_{{{k + 1},1}}$": w[:, 0, k],
                        f"$B_{{{k + 1},{m + 1}}}$": w[:, m, k]}, ax=ax, ylabel="weight")
     edges = np.minimum([0, *boundaries, steps[-1]], steps[-1])
@@ -741,7 +787,7 @@ def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
     values of shape ``(P,)``, drawn dashed)."""
     if not panels:
         raise ValueError("panels must hold at least one panel")
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=_size(5.5 * len(panels), 4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         x = np.asarray(panel["x"], dtype=float)
         for i, (label, t) in enumerate(panel["times"].items()):
@@ -757,7 +803,7 @@ def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
         ax.set(xscale="log", yscale="log", xlabel=panel["xlabel"], ylabel="steps to $L_k \\leq \\epsilon$")
         ax.set_xticks(x, [f"{v:g}" for v in x])
         ax.minorticks_off()
-        ax.legend(fontsize=8)
+        ax.legend()
     fig.tight_layout()
     return fig
 
@@ -772,7 +818,7 @@ def plot_training_speed(results: Sequence[Mapping]) -> Figure:
     dotted line at 1). Each result is a parsed JSON file with ``device``, ``config``, ``rows`` (``name``,
     ``prompts_per_s``) and ``ensembles`` (``name``, ``models``, ``time_ratio``); cases a file did not time are
     left out of its bars."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=_size(11, 3.6))
     width = 0.8 / max(len(results), 1)
     names = list(dict.fromkeys(row["name"] for r in results for row in r["rows"]))
     cases = list(dict.fromkeys(e["name"] for r in results for e in r["ensembles"]))
@@ -794,6 +840,6 @@ def plot_training_speed(results: Sequence[Mapping]) -> Figure:
     axes[1].set(ylim=(0, 1.45 * highest), ylabel="wall time relative to one model",  # room for the legend
                 title="S models at once (train_ensemble)")
     for ax in axes:
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(loc="upper left")
     fig.tight_layout()
     return fig

@@ -39,3 +39,24 @@ def test_training_speed_reads_the_committed_results():
     fig = plotting.plot_training_speed(files)
     assert len(fig.axes[0].patches) == len(files) * len({r["name"] for f in files for r in f["rows"]})
     plt.close(fig)
+
+
+def test_unreadable_names_a_wide_figure_and_small_text():
+    fig, ax = plt.subplots(figsize=(14, 3.8))
+    ax.plot([0, 1], label="a curve")
+    ax.legend(fontsize=7)
+    found = plotting.unreadable(fig)
+    assert any("14.0 in wide" in p for p in found) and any("'a curve' at 7 pt" in p for p in found), found
+    fig.set_size_inches(plotting.FIGURE_WIDTH, 3.8)
+    for text in fig.findobj(matplotlib.text.Text):
+        text.set_fontsize(plotting.MIN_FONT_PT)
+    assert plotting.unreadable(fig) == []
+    plt.close(fig)
+
+
+def test_wide_figures_are_narrowed_to_the_text_column():
+    assert plotting._size(6.0, 4.0) == (6.0, 4.0)
+    width, height = plotting._size(14.0, 3.8)
+    assert width == plotting.FIGURE_WIDTH and height == pytest.approx(3.8 * 0.75)
+    with pytest.raises(TypeError, match="fig must be"):
+        plotting.unreadable("figure")

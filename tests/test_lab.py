@@ -1,0 +1,100 @@
+"""A chapter opens as a notebook in Jupyter Lab after the README's commands.
+
+The README's first command installs the ``lab`` extra and runs ``jupytext-config set-default-viewer markdown
+myst``, which makes jupytext's notebook view Lab's default for ``.md`` files. The test starts Jupyter Lab on
+localhost, opens a chapter the way a reader does (its file path in Lab) in the system's Chromium through
+pytest-playwright, and checks that a notebook, not a text editor, appears. The control starts Lab with an empty
+configuration directory, where the same chapter opens in the text editor. Skipped without Jupyter Lab or Chromium,
+except under ``CI=true``, where it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = "notebooks/00_icl_setting.md"
+
+
+def _need(what: str, present: bool) -> None:
+    if not present:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the Jupyter Lab test needs {what}")
+        pytest.skip(f"the Jupyter Lab test needs {what}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _lab(config_dir: Path | None):
+    """Jupyter Lab serving the repository on localhost, with no token; yields its address."""
+    port = _free_port()
+    env = dict(os.environ)
+    if config_dir is not None:
+        env["JUPYTER_CONFIG_DIR"] = str(config_dir)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+         "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={ROOT}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/api/status", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            raise RuntimeError("Jupyter Lab did not start in 60 s")
+        yield url
+    finally:
+        server.terminate()  # Lab waits for its terminals and kernels to end, so it may need the kill
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture
+def lab_with_readme_settings():
+    _need("Jupyter Lab (pip install -e '.[lab]')", _has("jupyterlab"))
+    yield from _lab(None)
+
+
+@pytest.fixture
+def lab_without_settings(tmp_path):
+    _need("Jupyter Lab (pip install -e '.[lab]')", _has("jupyterlab"))
+    yield from _lab(tmp_path)
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def opened_as(page, url: str) -> str:
+    """What Lab shows for the chapter: ``notebook`` or ``editor``."""
+    page.goto(f"{url}/lab/tree/{CHAPTER}")
+    shown = page.wait_for_selector(".jp-NotebookPanel, .jp-FileEditor", timeout=60_000)
+    return "notebook" if "jp-NotebookPanel" in (shown.get_attribute("class") or "") else "editor"
+
+
+def test_a_chapter_opens_as_a_notebook(page, lab_with_readme_settings):
+    assert opened_as(page, lab_with_readme_settings) == "notebook"
+
+
+def test_without_the_setting_it_opens_as_text(page, lab_without_settings):
+    assert opened_as(page, lab_without_settings) == "editor"
