@@ -39,7 +39,7 @@ def typed_chapter_numbers(text: str) -> list[str]:
 def undefined_glue(text: str) -> list[str]:
     """Keys that the prose pastes ({glue:text}`key:.2f`, {glue}`key`, {glue:md}`key`) but no cell glues."""
     pasted = {m.split(":")[0] for m in re.findall(r"\{glue(?::\w+)?\}`([^`]+)`", text)}
-    glued = set(re.findall(r"""\bglue\(\s*f?["']([^"']+)["']""", text))
+    glued = set(re.findall(r"""\bglue(?:_\w+)?\(\s*f?["']([^"']+)["']""", text))  # glue(...) or a glue_md(...) helper
     return sorted(pasted - glued)
 
 

@@ -25,11 +25,13 @@ OUT = ROOT / "colab"
 CHAPTERS = "0[0-9]_*.md"
 COLAB = "https://colab.research.google.com/github"
 
-INSTALL = '''# On Colab: install the book's package from its repository (Colab already has its other dependencies).
+INSTALL = '''# On Colab: install the book's package from its repository, and myst-nb, whose glue the chapter uses
+# (Colab already has PyTorch, NumPy, Matplotlib and tqdm).
 import sys
 
 if "google.colab" in sys.modules:
-    %pip install --quiet --no-deps "icl_utils @ git+{repository}@{branch}"'''
+    %pip install --quiet --no-deps "icl_utils @ git+{repository}@{branch}"
+    %pip install --quiet myst-nb'''
 
 
 def _repository() -> tuple[str, str]:
