@@ -13,10 +13,12 @@ from __future__ import annotations
 import numbers
 import os
 import random
+from collections.abc import Iterable
 from typing import TypeVar
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 MODES = ("quick", "full")
 #: Values computed at once by the loops that work through many prompts a chunk at a time (64 MB in float32):
@@ -47,6 +49,12 @@ def show_progress() -> bool:
     if value not in ("0", "1"):
         raise ValueError(f"ICL_PROGRESS must be 0 or 1, got {value!r}")
     return value == "1"
+
+
+def progress_bar(iterable: Iterable[T], *, desc: str, enabled: bool = True) -> tqdm:
+    """``iterable`` with a progress bar when ``enabled`` and :func:`show_progress` allow it; the one place the
+    package draws bars (plain tqdm: ``tqdm.auto`` without ipywidgets writes a warning into the page)."""
+    return tqdm(iterable, desc=desc, disable=not (enabled and show_progress()), mininterval=1.0, leave=False)
 
 
 def is_full() -> bool:

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from icl_utils import checks
-from icl_utils.config import show_progress
+from icl_utils.config import progress_bar
 
 Params = Tensor | dict[str, Tensor]
 
@@ -140,8 +139,7 @@ def gradient_descent(
         return until is not None and bool(until(values))
 
     stopped = False
-    bar = tqdm(range(steps), desc=desc, disable=not (progress and show_progress()), mininterval=1.0, leave=False)
-    for step in bar:
+    for step in progress_bar(range(steps), desc=desc, enabled=progress):
         if step % record_every == 0 and keep(step):
             stopped = True
             break

@@ -31,10 +31,13 @@ COLORS = {
 PALETTE = ("#1b4f9c", "#2a9d8f", "#d1495b", "#e9a03b", "#8d6a9f", "#66a182")
 
 
-#: The width of the book's text column at the house resolution, in inches: a figure is drawn at the size it is
-#: shown (sphinx-book-theme's column is about 730 CSS pixels on a wide screen), so its text is shown at the size
-#: drawn. ``tests/test_browser.py`` checks that no figure of the built book is shrunk.
-FIGURE_WIDTH = 7.2
+#: The width of the book's text column for a figure, in inches at :data:`DPI`: 672 CSS pixels in
+#: sphinx-book-theme at a 1280-pixel window. A figure is shown at the size drawn, so its text at the size drawn,
+#: when its saved image (its tight bounding box plus Jupyter's 0.1-inch pad) fits; ``tests/test_browser.py``
+#: checks that no figure of the built book is shrunk.
+COLUMN_WIDTH = 6.7
+#: The width figures are drawn at, leaving room for labels and legends that reach past the axes.
+FIGURE_WIDTH = 6.4
 #: The smallest text a figure may carry, in points, at its drawn (and shown) size.
 MIN_FONT_PT = 9.0
 DPI = 100
@@ -82,16 +85,17 @@ def _size(width: float, height: float) -> tuple[float, float]:
 
 
 def unreadable(fig: Figure) -> list[str]:
-    """What makes ``fig`` hard to read on the book's page: wider than :data:`FIGURE_WIDTH`, or visible text
-    smaller than :data:`MIN_FONT_PT` points. Empty when it is readable."""
+    """What makes ``fig`` hard to read on the book's page: a saved image wider than :data:`COLUMN_WIDTH` (the
+    page would shrink it, and its text), or visible text smaller than :data:`MIN_FONT_PT` points. Empty when it
+    is readable."""
     from matplotlib.text import Text
 
     if not isinstance(fig, Figure):
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     out = []
-    width = fig.get_size_inches()[0]
-    if width > FIGURE_WIDTH + 1e-9:
-        out.append(f"{width:.1f} in wide (at most {FIGURE_WIDTH})")
+    width = fig.get_tightbbox(fig.canvas.get_renderer()).width + 0.2
+    if width > COLUMN_WIDTH:
+        out.append(f"{width:.1f} in wide as saved (at most {COLUMN_WIDTH})")
     for text in fig.findobj(Text):
         if text.get_visible() and text.get_text().strip() and text.get_fontsize() < MIN_FONT_PT:
             out.append(f"text {text.get_text()[:30]!r} at {text.get_fontsize():g} pt (at least {MIN_FONT_PT:g})")
@@ -135,7 +139,7 @@ def plot_error_curves(
         log_y(ax)
     if ylim is not None:
         ax.set_ylim(*ylim)
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    ax.legend()  # inside the axes: a legend beside them would widen the figure past the text column
     return ax
 
 
@@ -233,12 +237,13 @@ def plot_error_per_dimension(
     """Squared error divided by the dimension against the number of in-context examples, on a log scale: one line
     per method with its 95% band (``curves`` maps a name to errors of shape ``(B, K)``, as for
     :func:`plot_error_curves`), the noise level ``noise_var / dim`` dashed, and a grey vertical line at ``k = dim``,
-    where least squares interpolates. Draws on ``ax``, or on a new 7 x 4.5 figure; returns the figure."""
+    where least squares interpolates. Draws on ``ax``, or on a new figure of the text column's width; returns the
+    figure."""
 
     dim = checks.positive_int("dim", dim)
     noise_var = checks.nonnegative_float("noise_var", noise_var)
     if ax is None:
-        _, ax = plt.subplots(figsize=_size(7, 4.5))
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.2))
     plot_error_curves(curves, ax=ax, normalize=dim, reference={"noise level": noise_var / dim},
                       ylabel="squared error / d", logy=True, ylim=ylim)
     ax.axvline(dim, color="0.7", linewidth=1)
@@ -396,7 +401,7 @@ def plot_task_diversity(
     ax.axhline(gaussian_best, color="C0", linestyle="--", linewidth=1, label="best attention, Gaussian prior")
     ax.axhline(bayes, color="C2", linestyle="--", linewidth=1, label="Bayes, Gaussian prior")
     ax.set_ylim(*ylim)
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    ax.legend()
     return fig
 
 
@@ -536,9 +541,9 @@ def plot_risk_against_examples(
     """Test error of a pretrained model against the number of in-context examples ``n*``, in two panels sharing a
     log y axis (x on a log2 scale).
 
-    Left: ``by_dim`` maps an ambient dimension ``d`` to the risks at ``ns`` (solid, dots, one :data:`PALETTE` colour
+    Top: ``by_dim`` maps an ambient dimension ``d`` to the risks at ``ns`` (solid, dots, one :data:`PALETTE` colour
     per ``d``); ``baselines`` maps a prompt-only learner's name to ``{d: risks at baseline_ns}``, drawn in the
-    colour of its ``d``, dashed for the first learner, dotted for the second, dash-dotted for a third. Right:
+    colour of its ``d``, dashed for the first learner, dotted for the second, dash-dotted for a third. Bottom:
     ``by_rank`` maps a subspace dimension ``r`` to the risks at ``ns`` (squares), at ambient dimension ``rank_dim``
     (the title). A grey dash-dotted line marks ``zero_risk``, the error of predicting zero.
     """
@@ -551,7 +556,8 @@ def plot_risk_against_examples(
     for name, curves in baselines.items():
         if set(curves) - set(by_dim) or any(len(v) != len(baseline_ns) for v in curves.values()):
             raise ValueError(f"baseline {name!r} must map dimensions of by_dim to one risk per n in baseline_ns")
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=_size(12, 4.4), sharey=True)
+    # one above the other: the first panel's legend (every dimension and baseline) needs the column's width
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 7.6), sharey=True)
     x, labels = np.asarray(ns), dict(xlabel="in-context examples $n^*$", ylabel="test squared error")
     colors = dict(zip(by_dim, PALETTE))
     plot_lines(x, {f"pretrained, d={d}": v for d, v in by_dim.items()}, ax=ax1, logy=True, logx=True,
@@ -812,13 +818,13 @@ def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
 def plot_training_speed(results: Sequence[Mapping]) -> Figure:
     """The training-speed results files of ``benchmarks/train_speed.py`` side by side, one bar colour per file.
 
-    Left, training prompts per second of each training loop (log scale from the power of ten at or below the
+    Top, training prompts per second of each training loop (log scale from the power of ten at or below the
     slowest);
-    right, the wall time of ``S`` models trained together with ``train_ensemble`` relative to one, per case (a
+    bottom, the wall time of ``S`` models trained together with ``train_ensemble`` relative to one, per case (a
     dotted line at 1). Each result is a parsed JSON file with ``device``, ``config``, ``rows`` (``name``,
     ``prompts_per_s``) and ``ensembles`` (``name``, ``models``, ``time_ratio``); cases a file did not time are
     left out of its bars."""
-    fig, axes = plt.subplots(1, 2, figsize=_size(11, 3.6))
+    fig, axes = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 6.4))  # one above the other: the labels need the width
     width = 0.8 / max(len(results), 1)
     names = list(dict.fromkeys(row["name"] for r in results for row in r["rows"]))
     cases = list(dict.fromkeys(e["name"] for r in results for e in r["ensembles"]))

@@ -18,10 +18,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from tqdm import tqdm
 
 from icl_utils import checks
-from icl_utils.config import show_progress
+from icl_utils.config import progress_bar
 from icl_utils.prompts import Prompt, TaskFamily, squared_errors
 
 
@@ -285,8 +284,7 @@ def _optimize(
 
     history = torch.empty(steps, n_losses, device=plan.dev)
     start = time.perf_counter()
-    show = progress and show_progress()
-    bar = tqdm(range(steps), desc=desc, disable=not show, mininterval=1.0, leave=False)
+    bar = progress_bar(range(steps), desc=desc, enabled=progress)
     for step in bar:
         prompt = plan.draw(step)
         try:
@@ -300,7 +298,7 @@ def _optimize(
         if (step + 1) % log_every == 0 or step + 1 == steps:
             recent = history[step + 1 - (step % log_every + 1) : step + 1]
             checks.finite_losses(recent, first_step=step - step % log_every)
-            if show:
+            if not bar.disable:
                 bar.set_postfix(loss=f"{recent.mean().item():.3f}", refresh=False)
     bar.close()
     return history.cpu().numpy(), time.perf_counter() - start

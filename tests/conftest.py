@@ -1,4 +1,3 @@
-import os
 import shutil
 
 import matplotlib
@@ -10,6 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from icl_utils.plotting import unreadable  # noqa: E402
+from needs import need  # noqa: E402
 
 
 @pytest.fixture
@@ -57,11 +57,7 @@ WIDTH = 1280
 def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     """pytest-playwright's launch options with the system's Chromium and the flags a closed network needs.
     Without Chromium the browser tests skip, or fail under CI=true."""
-    if CHROMIUM is None:
-        message = "the browser tests need Chromium or Chrome (Debian: apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    need("Chromium or Chrome (Debian: apt-get install chromium)", CHROMIUM is not None)
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": [
         "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]}

@@ -8,6 +8,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from icl_utils import plotting  # noqa: E402
 from icl_utils.plotting import plot_error_per_dimension  # noqa: E402
 
 
@@ -16,7 +17,7 @@ def test_error_per_dimension_draws_normalized_curves_noise_level_and_interpolati
     curves = {"Least squares": torch.full((8, 11), 2.0), "Transformer": torch.full((8, 11), 1.0)}
     fig = plot_error_per_dimension(curves, dim=dim, noise_var=noise_var, ylim=(0.03, 3.0))
     (ax,) = fig.axes
-    assert tuple(fig.get_size_inches()) == (7.0, 4.5)
+    assert fig.get_size_inches()[0] == plotting.FIGURE_WIDTH
     lines = {line.get_label(): line for line in ax.lines}
     # Two methods, the dashed noise level, and the unlabelled vertical line at k = d.
     assert len(ax.lines) == 4

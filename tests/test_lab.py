@@ -19,16 +19,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from needs import need
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "notebooks/00_icl_setting.md"
-
-
-def _need(what: str, present: bool) -> None:
-    if not present:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the Jupyter Lab test needs {what}")
-        pytest.skip(f"the Jupyter Lab test needs {what}")
 
 
 def _free_port() -> int:
@@ -69,13 +63,13 @@ def _lab(config_dir: Path | None):
 
 @pytest.fixture
 def lab_with_readme_settings():
-    _need("Jupyter Lab (pip install -e '.[lab]')", _has("jupyterlab"))
+    need("Jupyter Lab (pip install -e '.[lab]')", _has("jupyterlab"))
     yield from _lab(None)
 
 
 @pytest.fixture
 def lab_without_settings(tmp_path):
-    _need("Jupyter Lab (pip install -e '.[lab]')", _has("jupyterlab"))
+    need("Jupyter Lab (pip install -e '.[lab]')", _has("jupyterlab"))
     yield from _lab(tmp_path)
 
 

@@ -80,8 +80,8 @@ def test_degenerate_student_covariance_warns_instead_of_nan(sample):
 
 
 def test_a_run_through_degenerate_covariances_warns_once(sample):
-    # Python shows a warning once per call site and text; a text with the eigenvalues in it showed once per step
-    # (about 1,950 times in one chapter's page). Five different degenerate students must give one warning.
+    # Python shows a warning once per call site and text, so a text with changing numbers would show at every
+    # step of a run: five different degenerate students must give one warning.
     _, x, f = sample
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")

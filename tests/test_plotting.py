@@ -46,7 +46,7 @@ def test_unreadable_names_a_wide_figure_and_small_text():
     ax.plot([0, 1], label="a curve")
     ax.legend(fontsize=7)
     found = plotting.unreadable(fig)
-    assert any("14.0 in wide" in p for p in found) and any("'a curve' at 7 pt" in p for p in found), found
+    assert any("in wide as saved" in p for p in found) and any("'a curve' at 7 pt" in p for p in found), found
     fig.set_size_inches(plotting.FIGURE_WIDTH, 3.8)
     for text in fig.findobj(matplotlib.text.Text):
         text.set_fontsize(plotting.MIN_FONT_PT)

@@ -37,9 +37,13 @@ def typed_chapter_numbers(text: str) -> list[str]:
 
 
 def undefined_glue(text: str) -> list[str]:
-    """Keys that the prose pastes ({glue:text}`key:.2f`, {glue}`key`, {glue:md}`key`) but no cell glues."""
+    """Keys that the prose pastes ({glue:text}`key:.2f`, {glue}`key`, {glue:md}`key`) but no code cell names.
+
+    A fast check before the build, which fails on a missing key too: a key counts as glued when it is a string in a
+    code cell (``glue("key", ...)``, or a loop over ``(value, "key")`` pairs)."""
     pasted = {m.split(":")[0] for m in re.findall(r"\{glue(?::\w+)?\}`([^`]+)`", text)}
-    glued = set(re.findall(r"""\bglue(?:_\w+)?\(\s*f?["']([^"']+)["']""", text))  # glue(...) or a glue_md(...) helper
+    code = "\n".join(re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.S | re.M))
+    glued = set(re.findall(r"""["']([\w.-]+)["']""", code))
     return sorted(pasted - glued)
 
 
@@ -79,6 +83,7 @@ def test_prose_names_chapters_by_reference_and_glues_what_it_pastes(path: Path):
 
 def test_the_prose_checks_can_fail():
     text = "As chapter 3 shows, {glue:text}`ch9_x:.2f` and {glue}`ch9_y`.\n```{code-cell}\nglue(\"ch9_y\", 1)\n```\n"
+    assert "ch9_x" in text  # named in the prose only, which does not count
     assert typed_chapter_numbers(text) == ["chapter 3"]
     assert undefined_glue(text) == ["ch9_x"]
     assert typed_chapter_numbers("{numref}`chapter %s <ch-x>`") == []
@@ -117,3 +122,7 @@ def test_ci_runs_exactly_the_readmes_commands():
     run = (ROOT / ".ci" / "run").read_text()
     assert len(commands) == 2 and all(f"\n{c}\n" in run for c in commands)
     assert "jupytext-config set-default-viewer" in commands[0] and "lab]" in commands[0]
+    # the workflow's test job installs what the README's first command installs, before running pytest
+    workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
+    install = re.search(r'pip install -e "(\.\[[^\]]+\])"( && jupytext-config[^\n]*)?\n\s*pytest', workflow)
+    assert install and install.group(1) in commands[0] and install.group(2).strip(" &") in commands[0]

@@ -25,13 +25,13 @@ OUT = ROOT / "colab"
 CHAPTERS = "0[0-9]_*.md"
 COLAB = "https://colab.research.google.com/github"
 
-INSTALL = '''# On Colab: install the book's package from its repository, and myst-nb, whose glue the chapter uses
-# (Colab already has PyTorch, NumPy, Matplotlib and tqdm).
+INSTALL = '''# On Colab: install the book's package from its repository, and myst-nb for the chapter's glue (without its
+# dependencies, Sphinx among them: glue needs only IPython, which Colab has, as it has PyTorch, NumPy and tqdm).
 import sys
 
 if "google.colab" in sys.modules:
     %pip install --quiet --no-deps "icl_utils @ git+{repository}@{branch}"
-    %pip install --quiet myst-nb'''
+    %pip install --quiet --no-deps myst-nb==1.4.0'''
 
 
 def _repository() -> tuple[str, str]:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from icl_utils import checks
+from icl_utils.config import progress_bar
 from icl_utils.prompts import Prompt
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.tasks.discrete import DiscreteFeatures
@@ -307,8 +307,7 @@ def convergence_times(
     n_seeds = checks.positive_int("n_seeds", n_seeds)
     shape = (len(problems), n_seeds, levels.size)
     first, rest, conc = np.full(shape, np.inf), np.full(shape, np.inf), np.full(shape, np.nan)
-    for i, (probs, n_context) in enumerate(tqdm(problems, desc="convergence times", disable=not progress,
-                                               leave=False)):
+    for i, (probs, n_context) in enumerate(progress_bar(problems, desc="convergence times", enabled=progress)):
         _, hist = run_gradient_descent(probs.expand(n_seeds, -1), n_context, steps=steps, lr=lr,
                                        n_samples=n_samples, generator=generator, record_every=record_every,
                                        stop_below=levels.min(), progress=False)
