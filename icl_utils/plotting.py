@@ -40,6 +40,7 @@ COLUMN_WIDTH = 6.7
 FIGURE_WIDTH = 6.4
 #: The smallest text a figure may carry, in points, at its drawn (and shown) size.
 MIN_FONT_PT = 9.0
+#: The resolution figures are drawn at, in dots per inch: one dot per CSS pixel of the page.
 DPI = 100
 
 

@@ -126,3 +126,13 @@ def test_ci_runs_exactly_the_readmes_commands():
     workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
     install = re.search(r'pip install -e "(\.\[[^\]]+\])"( && jupytext-config[^\n]*)?\n\s*pytest', workflow)
     assert install and install.group(1) in commands[0] and install.group(2).strip(" &") in commands[0]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_code_lines_fit_the_page(path: Path):
+    # 88 characters fit the text column at the code cells' 12 px (book/_static/book.css); the browser test measures it
+    import jupytext
+
+    long = [line for cell in jupytext.read(path).cells if cell.cell_type == "code"
+            for line in cell.source.split("\n") if len(line) > 88]
+    assert long == []
