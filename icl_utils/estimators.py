@@ -127,6 +127,55 @@ def one_step_gd(prompt: Prompt, lr: float) -> Tensor:
     return _predict_linear(prompt, w)
 
 
+def _gd_plus_plus(x: Tensor, y: Tensor, x_query: Tensor, lr: Tensor, gamma: Tensor, steps: int) -> Tensor:
+    """The recursion of :func:`gd_plus_plus` on raw tensors (``lr`` a 0-d or ``(d, d)`` tensor), differentiable in
+    ``lr`` and ``gamma``: the shared code of the estimator and of :class:`~icl_utils.models.GDPlusPlus`.
+
+    It runs on the moments ``S = X^T X`` and ``c = X^T r`` (``r`` the residuals), which the corrections map to
+    ``(I - gamma S) S (I - gamma S)`` and ``(I - gamma S)(c - S delta)``: ``O(d^3)`` per step whatever ``n``.
+    """
+    n = x.shape[1]
+    s = x.transpose(1, 2) @ x
+    c = (x.transpose(1, 2) @ y[..., None])[..., 0]
+    query, pred = x_query, torch.zeros_like(y[:, 0])
+    eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+    for _ in range(steps):
+        # Every update of a layer reads the tokens as they entered it, as one self-attention layer does.
+        delta = c * lr / n if lr.ndim == 0 else c @ lr.T / n
+        pred = pred + (delta * query).sum(-1)
+        correction = eye - gamma * s  # I - gamma X^T X, not divided by n: von Oswald et al.'s convention
+        c = ((c - (s @ delta[..., None])[..., 0])[:, None, :] @ correction)[:, 0]
+        query = (query[:, None, :] @ correction)[:, 0]
+        s = correction @ s @ correction
+    return pred
+
+
+def gd_plus_plus(prompt: Prompt, lr: float | Tensor, gamma: float, steps: int = 1) -> Tensor:
+    """Von Oswald et al.'s GD++: ``steps`` gradient steps from ``w = 0``, each preceded by the same curvature
+    correction ``x <- (I - gamma X^T X) x`` of every input, the query's included.
+
+    A step on ``(1/2n) sum_i (y_i - <w, x_i>)^2`` moves ``w`` by ``lr X^T r / n`` (``r`` the residuals), with
+    ``lr`` a step size or a ``(d, d)`` matrix step as in GD-beta; the correction then uses the inputs as the step
+    found them (``X^T X`` of the current inputs, not divided by ``n``), and the recurrent version repeats both with
+    the same ``lr`` and ``gamma``. One step with ``gamma = 0`` is :func:`one_step_gd`; ``steps`` steps with
+    ``gamma = 0`` are plain gradient descent.
+    """
+    prompt = checks.prompt(prompt)
+    if isinstance(lr, Tensor) and lr.ndim == 2:
+        lr = checks.matrix("lr", lr, prompt.dim)
+    else:
+        lr = torch.tensor(checks.real("lr", lr.item() if isinstance(lr, Tensor) and lr.ndim == 0 else lr),
+                          dtype=torch.float64)
+    gamma = checks.real("gamma", gamma)
+    steps = checks.positive_int("steps", steps)
+    if prompt.n_context == 0:
+        return torch.zeros_like(prompt.y_query)
+    dev = prompt.x.device
+    pred = _gd_plus_plus(prompt.x.double(), prompt.y.double(), prompt.x_query.double(), lr.to(dev),
+                         torch.tensor(gamma, dtype=torch.float64, device=dev), steps)
+    return pred.to(prompt.x.dtype)
+
+
 def averaging(prompt: Prompt) -> Tensor:
     """Garg et al.'s averaging estimator ``w = (1/n) sum_i y_i x_i``: one GD step of size one."""
     return one_step_gd(prompt, lr=1.0)

@@ -39,6 +39,8 @@ def _gaussian_task(task: object) -> tuple[Tensor, Tensor, Tensor, float]:
     """``(beta*, Psi, H, sigma^2)`` of a Gaussian linear-regression task family, in float64."""
     if not isinstance(task, LinearRegression):
         raise TypeError(f"task must be a LinearRegression, got {type(task).__name__}")
+    if not task.gaussian_inputs:
+        raise ValueError("task has uniform inputs (x_range); these closed forms assume Gaussian inputs")
     return task.mean(), task.cov(), task.input_cov(), task.noise_var
 
 

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from icl_utils import estimators as est
 from icl_utils import exact, risk
 from icl_utils.models import GPTConfig, ICLTransformer
 from icl_utils.models.linear_attention import (
@@ -14,10 +15,12 @@ from icl_utils.models.linear_attention import (
     attention_mask,
     gd_beta_from_ltb,
     ltb_from_gd_beta,
+    moment_prompt,
     token_matrix,
 )
 from icl_utils.prompts import Prompt
 from icl_utils.tasks import LinearRegression
+from icl_utils.train import fit_lbfgs
 
 
 def _task(d=3, noise_std=0.5, shift=1.0):
@@ -131,16 +134,93 @@ def test_bayes_risk_matches_posterior_mean_and_lies_below_gd_beta(gen):
     assert bayes < exact.gd_beta_risk(task, n, task.mean(), exact.optimal_gd_step(task, n)).item()
 
 
-def test_gd_plus_plus_with_zero_curvature_is_gd0(gen):
-    d = 3
-    gpp = GDPlusPlus(d)
-    with torch.no_grad():
-        gpp.gamma.copy_(torch.eye(d) * 0.7)
+def _gd_plus_plus_by_tokens(p, lr, gamma, steps):
+    """Von Oswald et al.'s GD++ layers written token by token: each layer reads the tokens as they enter it, moves
+    every label by the GD step and every input by the curvature correction; the prediction is minus the query's."""
+    x, y = p.x.double(), p.y.double()
+    xq, yq = p.x_query.double(), torch.zeros_like(p.y_query, dtype=torch.float64)
+    n = x.shape[1]
+    for _ in range(steps):
+        delta = lr * (x * y[..., None]).sum(1) / n
+        s = x.transpose(1, 2) @ x
+        x, xq, y, yq = (x - gamma * x @ s, xq - gamma * (s @ xq[..., None])[..., 0],
+                        y - (x * delta[:, None, :]).sum(-1), yq - (xq * delta).sum(-1))
+    return -yq
+
+
+def test_gd_plus_plus_is_von_oswalds_recursion(gen):
+    p = LinearRegression(dim=4, x_range=0.5).sample(64, 7, gen)
+    for lr, gamma, steps in [(3.0, 0.2, 1), (3.0, 0.2, 2), (5.0, 0.4, 4)]:
+        ours = est.gd_plus_plus(p, lr, gamma, steps).double()
+        assert torch.allclose(ours, _gd_plus_plus_by_tokens(p, lr, gamma, steps), atol=1e-4)
+    # one layer's correction acts only on the next, so one step is plain GD; two steps differ from two GD steps
+    assert torch.allclose(est.gd_plus_plus(p, 3.0, 0.2, 1), est.one_step_gd(p, 3.0), atol=1e-5)
+    assert not torch.allclose(est.gd_plus_plus(p, 3.0, 0.2, 2), est.gd_plus_plus(p, 3.0, 0.0, 2), atol=1e-3)
+    # with gamma = 0, many steps are gradient descent, which converges to least squares (n > d)
+    p = LinearRegression(dim=4, x_range=0.5).sample(64, 30, gen)
+    assert torch.allclose(est.gd_plus_plus(p, 6.0, 0.0, 400), est.least_squares(p), atol=1e-3)
+    with pytest.raises(ValueError, match="lr"):
+        est.gd_plus_plus(p, torch.eye(3), 0.1)
+    with pytest.raises(ValueError, match="steps"):
+        est.gd_plus_plus(p, 1.0, 0.1, steps=0)
+    with pytest.raises(TypeError, match="gamma"):
+        est.gd_plus_plus(p, 1.0, "0.1")
+
+
+def test_gd_plus_plus_model_matches_the_estimator(gen):
     p = _task().sample(32, 5, gen)
-    assert torch.allclose(gpp.predict(p), GD0(d, gamma=torch.eye(d) * 0.7).predict(p), atol=1e-6)
-    with torch.no_grad():
-        gpp.curvature.fill_(0.2)
-    assert not torch.allclose(gpp.predict(p), GD0(d, gamma=torch.eye(d) * 0.7).predict(p), atol=1e-3)
+    model = GDPlusPlus(3, steps=2, lr=0.4, gamma=0.05)
+    assert torch.allclose(model.predict(p), est.gd_plus_plus(p, 0.4 * torch.eye(3), 0.05, 2), atol=1e-5)
+    scalar = GDPlusPlus(3, steps=2, matrix_step=False, lr=0.4, gamma=0.05)
+    assert scalar.step.shape == () and torch.allclose(scalar.predict(p), model.predict(p), atol=1e-5)
+    # one step with gamma = 0 and a matrix step is GD-0
+    gd0 = GDPlusPlus(3, lr=0.7)
+    assert torch.allclose(gd0.predict(p), GD0(3, gamma=torch.eye(3) * 0.7).predict(p), atol=1e-5)
+
+
+def test_fit_lbfgs_reaches_the_least_squares_solution(gen):
+    """One GD step is linear in its matrix step, so the fit is a least-squares problem with a known solution."""
+    task = _task()
+    p = task.sample(4096, 6, gen)
+    model = GDPlusPlus(3)
+    result = fit_lbfgs(model, p)
+    features = ((p.x.double() * p.y.double()[..., None]).mean(1)[:, None, :]
+                * p.x_query.double()[:, :, None]).reshape(len(p.y_query), -1)
+    solution = torch.linalg.lstsq(features, p.y_query.double()[:, None]).solution.reshape(3, 3)
+    assert result.grad_max < 1e-3
+    assert torch.allclose(model.step.detach().double(), solution, atol=1e-3)
+    # control: the same model before the fit is far from it
+    assert not torch.allclose(GDPlusPlus(3).step.double(), solution, atol=1e-1)
+    with pytest.raises(TypeError, match="prompt"):
+        fit_lbfgs(model, p.x)
+    with pytest.raises(ValueError, match="max_iter"):
+        fit_lbfgs(model, p, max_iter=0)
+
+
+def test_moment_prompt_keeps_the_predictions_of_linear_attention(gen):
+    p = _task().sample(64, 40, gen)
+    q = moment_prompt(p)
+    assert q.n_context == 4
+    torch.manual_seed(0)
+    for model in (LTB(3), LSA(3), GDBeta(3, beta0=torch.ones(3), gamma=torch.eye(3))):
+        assert torch.allclose(model.predict(q), model.predict(p), atol=1e-4)
+    # control: a model that reads single examples (GD++'s curvature is not divided by n) tells them apart
+    model = GDPlusPlus(3, steps=2, lr=0.5, gamma=0.01)
+    assert not torch.allclose(model.predict(q), model.predict(p), atol=1e-3)
+
+
+def test_uniform_inputs(gen):
+    task = LinearRegression(dim=3, x_range=0.5)
+    p = task.sample(20_000, 2, gen)
+    assert p.x.abs().max() <= 0.5 and p.x.abs().max() > 0.49
+    cov = torch.cov(p.x.reshape(-1, 3).T.double())
+    assert torch.allclose(cov, task.input_cov(), atol=2e-3)  # 1/12 on the diagonal
+    with pytest.raises(ValueError, match="Gaussian inputs"):
+        exact.best_gd_beta_risk(task, 5)
+    with pytest.raises(ValueError, match="not both"):
+        LinearRegression(dim=3, x_range=0.5, x_cov=torch.eye(3))
+    with pytest.raises(ValueError, match="x_range"):
+        LinearRegression(dim=3, x_range=0.0)
 
 
 def test_models_are_permutation_invariant_in_the_context(gen):

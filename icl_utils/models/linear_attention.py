@@ -13,11 +13,12 @@ maps a :class:`~icl_utils.prompts.Prompt` to its prediction at the query, shape 
   ``[(I + W_2^T W_1)(Z + W_P W_V Z M Z^T W_K^T W_Q Z / n)]_{-1,-1}``;
 * :class:`GDBeta`, one gradient step from a learnable initialization (5.1),
   ``<beta_0 + Gamma X^T (y - X beta_0) / n, x_query>``, and :func:`GD0`, the same from ``beta_0 = 0``;
-* :class:`GDPlusPlus`, von Oswald et al.'s GD++: a curvature correction ``x <- (I - gamma X^T X / n) x`` of every
-  input, then one preconditioned gradient step from zero on the corrected inputs.
+* :class:`GDPlusPlus`, von Oswald et al.'s GD++: gradient steps from zero, each after a curvature correction
+  ``x <- (I - gamma X^T X) x`` of every input (:func:`~icl_utils.estimators.gd_plus_plus`), step and ``gamma`` learned.
 
 :func:`ltb_from_gd_beta` writes a GD-beta model as an LTB (Lemma 5.1), and :func:`gd_beta_from_ltb` reads the
-GD-beta model off an LTB's weights.
+GD-beta model off an LTB's weights. :func:`moment_prompt` shrinks a prompt to the ``d + 1`` pseudo-examples these
+models cannot tell from it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from icl_utils import checks, config
+from icl_utils.estimators import _gd_plus_plus
 from icl_utils.models.base import QueryModel
 from icl_utils.prompts import Prompt
 
@@ -37,6 +39,24 @@ def token_matrix(prompt: Prompt) -> Tensor:
     x = torch.cat([prompt.x, prompt.x_query[:, None, :]], dim=1)
     y = torch.cat([prompt.y, torch.zeros_like(prompt.y_query)[:, None]], dim=1)
     return torch.cat([x, y[..., None]], dim=2).transpose(1, 2)
+
+
+def moment_prompt(prompt: Prompt) -> Prompt:
+    """A prompt of ``d + 1`` pseudo-examples on which every model here predicts as on ``prompt``.
+
+    LSA, LTB and GD-beta read the context only through the moment matrix ``Z M Z^T / n`` of its tokens, so ``n``
+    examples can be replaced by the ``d + 1`` columns of ``sqrt(d + 1) V Lambda^(1/2)`` (``V Lambda V^T`` the moment
+    matrix), which have the same moments: fitting them costs the same at every ``n``. Not for GD++, whose
+    curvature ``X^T X`` is not divided by ``n``, nor for models that read single examples (the GPT).
+    """
+    prompt = checks.prompt(prompt)
+    n, d = prompt.n_context, prompt.dim
+    if n < 1:
+        raise ValueError("prompt must have at least one context example")
+    context = token_matrix(prompt).double()[:, :, :n]
+    evals, evecs = torch.linalg.eigh(context @ context.transpose(1, 2) / n)
+    pseudo = ((d + 1) ** 0.5 * evecs * evals.clamp_min(0).sqrt()[:, None, :]).to(prompt.x.dtype)
+    return Prompt(x=pseudo[:, :d].transpose(1, 2), y=pseudo[:, d], x_query=prompt.x_query, y_query=prompt.y_query)
 
 
 def attention_mask(n: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
@@ -133,24 +153,24 @@ def GD0(dim: int, *, gamma: Tensor | None = None) -> GDBeta:
 
 
 class GDPlusPlus(QueryModel):
-    """GD++ (von Oswald et al. 2023): correct every input by ``x <- (I - gamma X^T X / n) x``, then take one
-    gradient step from zero with matrix step ``Gamma`` on the corrected inputs and predict at the corrected query.
+    """Von Oswald et al.'s GD++ (:func:`~icl_utils.estimators.gd_plus_plus`) with learnable step and curvature.
+
+    ``steps`` recurrent steps share one step (a ``(d, d)`` matrix, or a scalar with ``matrix_step=False`` as in
+    their paper) and one curvature ``gamma``; both start at ``lr`` and ``gamma`` (zero by default). With
+    ``gamma = 0`` and one step it is GD-0, so a GD++ fitted to convergence is never worse than the best GD-0.
     """
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, *, steps: int = 1, matrix_step: bool = True, lr: float = 0.0, gamma: float = 0.0):
         super().__init__(dim)
-        self.gamma = nn.Parameter(torch.zeros(dim, dim))
-        self.curvature = nn.Parameter(torch.zeros(()))
+        self.steps = checks.positive_int("steps", steps)
+        lr = checks.real("lr", lr)
+        step = lr * torch.eye(dim) if checks.boolean("matrix_step", matrix_step) else torch.tensor(lr)
+        self.step = nn.Parameter(step)
+        self.gamma = nn.Parameter(torch.tensor(checks.real("gamma", gamma)))
 
     def forward(self, prompt: Prompt) -> Tensor:
         prompt = self._check(prompt)
-        n = prompt.n_context
-        x, xq = prompt.x, prompt.x_query
-        eye = torch.eye(self.dim, dtype=x.dtype, device=x.device)
-        correction = eye - self.curvature * (x.transpose(1, 2) @ x) / n
-        x, xq = x @ correction, (xq[:, None, :] @ correction)[:, 0]
-        beta = (x.transpose(1, 2) @ prompt.y[..., None])[..., 0] @ self.gamma.T / n
-        return (beta * xq).sum(-1)
+        return _gd_plus_plus(prompt.x, prompt.y, prompt.x_query, self.step, self.gamma, self.steps)
 
 
 @torch.no_grad()

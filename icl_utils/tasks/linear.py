@@ -1,7 +1,8 @@
 """Noisy linear regression with a Gaussian prior: the task family of chapters 0 and 4.
 
 A task is a weight vector ``w ~ N(prior_mean, prior_cov)``; inputs are ``x ~ N(0, x_cov)``; labels are
-``y = <w, x> + noise_std * N(0, 1)``. ``LinearRegression(dim=20)`` is Garg et al.'s setting (isotropic, noiseless).
+``y = <w, x> + noise_std * N(0, 1)``. ``LinearRegression(dim=20)`` is Garg et al.'s setting (isotropic, noiseless);
+``x_range=0.5`` draws inputs from ``U(-0.5, 0.5)^d`` instead, as von Oswald et al.'s code does.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from icl_utils.prompts import Prompt
 
 @dataclass(frozen=True)
 class LinearRegression:
-    """A Gaussian-prior linear-regression task family; ``None`` means zero mean or identity covariance."""
+    """A Gaussian-prior linear-regression task family; ``None`` means zero mean or identity covariance. Inputs are
+    ``N(0, x_cov)``, or uniform on ``[-x_range, x_range]^d`` when ``x_range`` is given."""
 
     dim: int
     noise_std: float = 0.0
     prior_mean: Tensor | None = None
     prior_cov: Tensor | None = None
     x_cov: Tensor | None = None
+    x_range: float | None = None
     _prior_sqrt: Tensor | None = field(default=None, init=False, repr=False, compare=False)
     _x_sqrt: Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -41,6 +44,15 @@ class LinearRegression:
             cov = checks.psd_matrix("x_cov", self.x_cov, dim)
             object.__setattr__(self, "x_cov", cov)
             object.__setattr__(self, "_x_sqrt", checks.psd_sqrt(cov))
+        if self.x_range is not None:
+            if self.x_cov is not None:
+                raise ValueError("give x_cov (Gaussian inputs) or x_range (uniform inputs), not both")
+            object.__setattr__(self, "x_range", checks.nonnegative_float("x_range", self.x_range, strict=True))
+
+    @property
+    def gaussian_inputs(self) -> bool:
+        """Whether the inputs are Gaussian, as the closed forms of :mod:`icl_utils.exact` assume."""
+        return self.x_range is None
 
     @property
     def noise_var(self) -> float:
@@ -56,6 +68,8 @@ class LinearRegression:
 
     def input_cov(self) -> Tensor:
         """The covariance ``H`` of the inputs as a float64 CPU tensor."""
+        if self.x_range is not None:
+            return self.x_range**2 / 3 * torch.eye(self.dim, dtype=torch.float64)
         return self.x_cov if self.x_cov is not None else torch.eye(self.dim, dtype=torch.float64)
 
     def sample_weights(self, batch: int, generator: torch.Generator) -> Tensor:
@@ -91,7 +105,10 @@ class LinearRegression:
         else:
             checks.finite("weights", weights)
         weights = weights.to(dev, torch.float32)
-        xs = torch.randn(batch, n + 1, self.dim, generator=generator, device=dev)
+        if self.x_range is not None:
+            xs = (2 * torch.rand(batch, n + 1, self.dim, generator=generator, device=dev) - 1) * self.x_range
+        else:
+            xs = torch.randn(batch, n + 1, self.dim, generator=generator, device=dev)
         if self._x_sqrt is not None:
             xs = xs @ self._x_sqrt.to(dev, torch.float32)
         if active_dims is not None:
