@@ -233,21 +233,36 @@ def plot_error_per_dimension(
     dim: int,
     noise_var: float,
     ylim: tuple[float, float] | None = None,
+    logy: bool = True,
     ax: Axes | None = None,
 ) -> Figure:
-    """Squared error divided by the dimension against the number of in-context examples, on a log scale: one line
-    per method with its 95% band (``curves`` maps a name to errors of shape ``(B, K)``, as for
-    :func:`plot_error_curves`), the noise level ``noise_var / dim`` dashed, and a grey vertical line at ``k = dim``,
-    where least squares interpolates. Draws on ``ax``, or on a new figure of the text column's width; returns the
-    figure."""
+    """Squared error divided by the dimension against the number of in-context examples, on a log scale (linear
+    with ``logy=False``): one line per method with its 95% band (``curves`` maps a name to errors of shape
+    ``(B, K)``, as for :func:`plot_error_curves`), the noise level ``noise_var / dim`` dashed, and a grey vertical
+    line at ``k = dim``, where least squares interpolates. Without ``ylim`` the limits follow the data: the top is
+    twice (on a linear axis 1.15 times) the largest error with no example, the prior's scale where every method
+    starts, so a higher peak (least squares at ``k = dim`` with noise) is cut off; the bottom is 0 on a linear
+    axis, and 0.7 times the smallest positive mean or noise level on a log axis. Draws on ``ax``, or on a new
+    figure of the text column's width; returns the figure."""
 
     dim = checks.positive_int("dim", dim)
     noise_var = checks.nonnegative_float("noise_var", noise_var)
+    logy = checks.boolean("logy", logy)
     if ax is None:
         _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.2))
     plot_error_curves(curves, ax=ax, normalize=dim, reference={"noise level": noise_var / dim},
-                      ylabel="squared error / d", logy=True, ylim=ylim)
+                      ylabel="squared error / d", logy=logy, ylim=ylim)
     ax.axvline(dim, color="0.7", linewidth=1)
+    if ylim is None:
+        means = [mean_and_band(errors)[0].numpy() / dim for errors in curves.values()]
+        start = max(float(m[0]) for m in means)
+        if logy:
+            values = np.concatenate(means + [np.array([noise_var / dim])])
+            values = values[values > 0]
+            if values.size:  # all zero: keep matplotlib's limits
+                ax.set_ylim(0.7 * values.min(), 2 * max(start, values.min()))
+        elif start > 0:
+            ax.set_ylim(0, 1.15 * start)
     return ax.figure
 
 
@@ -649,27 +664,85 @@ def _scatter_on_diagonal(ax: Axes, x: Tensor, y: Tensor, lims: Sequence[float], 
 
 
 def plot_gd_beta_reading(
-    pred_read: Tensor, pred_ltb: Tensor, gamma_star: Tensor, gamma_read: Tensor, *, k: int = 2000
+    pred_read: Tensor, pred_ltb: Tensor, gamma_star: Tensor, gamma_read: Tensor, *, beta_star: Tensor | None = None,
+    beta_read: Tensor | None = None, k: int = 2000
 ) -> Figure:
     """Two panels on the GD-beta model read off a trained LTB. Left, the LTB's predictions ``pred_ltb`` against
     the read model's ``pred_read`` (both shape ``(B,)``, the first ``k`` prompts); right, the read step
-    ``gamma_read`` against the optimal ``gamma_star`` entry by entry (both ``(d, d)``)."""
+    ``gamma_read`` against the optimal ``gamma_star`` entry by entry (both ``(d, d)``), and the read initialization
+    ``beta_read`` against ``beta_star`` (both ``(d,)``) when given."""
     if pred_read.shape != pred_ltb.shape or pred_read.ndim != 1:
         raise ValueError(f"pred_read and pred_ltb must both have shape (B,), got {tuple(pred_read.shape)} and "
                          f"{tuple(pred_ltb.shape)}")
     if gamma_star.shape != gamma_read.shape or gamma_star.ndim != 2:
         raise ValueError(f"gamma_star and gamma_read must both have shape (d, d), got {tuple(gamma_star.shape)} "
                          f"and {tuple(gamma_read.shape)}")
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=_size(10, 4.2))
+    if (beta_star is None) != (beta_read is None):
+        raise ValueError("give both beta_star and beta_read, or neither")
+    if beta_star is not None and (beta_star.shape != beta_read.shape or beta_star.shape != gamma_star.shape[:1]):
+        raise ValueError(f"beta_star and beta_read must both have shape ({gamma_star.shape[0]},), got "
+                         f"{tuple(beta_star.shape)} and {tuple(beta_read.shape)}")
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=_size(6.4, 8.4))
     pred_read, pred_ltb = pred_read[:k].detach().cpu(), pred_ltb[:k].detach().cpu()
     _scatter_on_diagonal(ax1, pred_read, pred_ltb, [pred_ltb.min().item(), pred_ltb.max().item()], s=4, alpha=0.5,
                          color=PALETTE[0])
     ax1.set(xlabel="GD-β read off the LTB", ylabel="trained LTB")
-    gamma_star = gamma_star.detach().cpu()
-    _scatter_on_diagonal(ax2, gamma_star.flatten(), gamma_read.detach().cpu().flatten(),
-                         [gamma_star.min().item(), gamma_star.max().item()], color=PALETTE[2], label="entries of Γ")
-    ax2.set(xlabel=r"optimal step $\Gamma^*$ (closed form)", ylabel=r"step $\Gamma$ read off the LTB")
+    true = [gamma_star.detach().cpu().flatten()]
+    read = [gamma_read.detach().cpu().flatten()]
+    if beta_star is not None:
+        true.append(beta_star.detach().cpu().flatten())
+        read.append(beta_read.detach().cpu().flatten())
+    everything = torch.cat([t.double() for t in true])
+    lims = [min(everything.min().item(), 0.0), everything.max().item()]
+    # Γ* of an isotropic task has two distinct entries (diagonal, off-diagonal), so many points coincide: the
+    # legend counts them, and hollow markers show the spread of the read entries around each.
+    ax2.scatter(true[0], read[0], s=60, facecolors="none", edgecolors=PALETTE[2], label=f"entries of Γ ({len(true[0])})")
+    if beta_star is not None:
+        ax2.scatter(true[1], read[1], s=30, marker="s", color=PALETTE[1], label=f"entries of β₀ ({len(true[1])})")
+    ax2.plot(lims, lims, "--", color="0.4", label="equal")
+    ax2.legend()
+    ax2.set(xlabel=r"optimum: $\Gamma^*$ and $\beta^*$ (closed form)", ylabel="read off the LTB")
     return fig
+
+
+def plot_gap_scaling(
+    ns: Sequence[int],
+    trained: Mapping[float, np.ndarray],
+    closed: Mapping[float, np.ndarray],
+    *,
+    control: Mapping[float, np.ndarray] | None = None,
+    limit: float | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """The approximation gap scaled as ``n * gap / ||beta*||^2`` against ``n`` (log x): flat where the gap falls like
+    ``||beta*||^2 / n``. ``trained[norm]`` holds the gaps of trained models, shape ``(seeds, len(ns))`` (median
+    drawn, range as error bars); ``closed[norm]`` a closed-form gap per ``n`` (line); ``control[norm]`` the gaps of a
+    control (dashed); ``limit`` a dotted horizontal level (the large-``n`` limit)."""
+    ns = np.asarray(ns, dtype=float)
+    if ax is None:
+        _, ax = plt.subplots(figsize=_size(6.4, 4.2))
+    for (norm, gaps), color in zip(trained.items(), PALETTE):
+        gaps = np.atleast_2d(np.asarray(gaps, dtype=float))
+        if gaps.shape[1] != len(ns) or np.asarray(closed[norm]).shape != (len(ns),):
+            raise ValueError(f"trained[{norm}] must have shape (seeds, {len(ns)}) and closed[{norm}] ({len(ns)},)")
+        scaled = gaps * ns / norm**2
+        mid = np.median(scaled, axis=0)
+        ax.errorbar(ns, mid, yerr=[mid - scaled.min(0), scaled.max(0) - mid], fmt="o", color=color, capsize=3,
+                    label=rf"trained LSA, $\|\beta^*\| = {norm:g}$")
+        ax.plot(ns, np.asarray(closed[norm]) * ns / norm**2, "-", color=color, alpha=0.7)
+        if control is not None and norm in control:
+            ax.plot(ns, np.asarray(control[norm]) * ns / norm**2, "--", color=color, alpha=0.7)
+    ax.plot([], [], "-", color="0.4", label="best GD-0, closed form")
+    if control is not None:
+        ax.plot([], [], "--", color="0.4", label="control: LSA fitted at the first n")
+    if limit is not None:
+        ax.axhline(limit, linestyle=":", color="0.4", label=f"limit {limit:g}")
+    ax.set_xscale("log")
+    ax.set_xticks(ns, [f"{m:g}" for m in ns])
+    ax.minorticks_off()
+    ax.set(xlabel="number of context examples $n$", ylabel=r"$n \times$ gap $/ \|\beta^*\|^2$")
+    ax.legend()
+    return ax
 
 
 def plot_risk_ratios_against_n(
@@ -699,6 +772,10 @@ def plot_risk_ratios_against_n(
                ylabel="ICL risk / Bayes risk", logy=True)
     ax.set_xscale("log")
     ax.set_xticks(ns, [str(m) for m in ns])
+    # Ratios span less than a decade, where a log axis labels at most one tick: label a readable set by hand.
+    low, high = ax.get_ylim()
+    ticks = [t for t in (1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16) if low <= t <= high]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
     ax.minorticks_off()
     ax.legend(ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     return ax

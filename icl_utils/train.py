@@ -412,10 +412,10 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: int = 500, tol: flo
     """Fit ``model`` in place to one fixed sample of prompts by full-batch L-BFGS with a strong-Wolfe line search,
     until the gradient's largest entry or the change of the loss falls below ``tol``, or ``max_iter`` iterations.
 
-    For models of few parameters and a smooth loss (GD++, GD-beta): where Adam on fresh prompts stops at its budget,
-    this reaches an optimum of the sample's mean squared query error, so a comparison between estimators is not one
-    between training budgets. The sample's size sets how far that optimum is from the population's. The model is
-    left in eval mode.
+    For models of few parameters and a smooth loss (GD++, GD-beta, linear attention): where Adam on fresh prompts
+    stops at its budget, this reaches an optimum of the sample's mean squared query error, so a comparison between
+    estimators is not one between training budgets. The sample's size sets how far that optimum is from the
+    population's. The model is left in eval mode.
     """
     checks.module("model", model)
     prompt = checks.prompt(prompt)

@@ -17,6 +17,7 @@ from icl_utils.plotting import (  # noqa: E402
     plot_gd_records,
     plot_risk_against_signal,
     plot_risk_ratios_against_n,
+    plot_gap_scaling,
 )
 from icl_utils.tasks import LinearRegression  # noqa: E402
 
@@ -165,19 +166,42 @@ def test_plot_risk_against_signal_draws_every_model_and_the_bayes_line():
 
 def test_plot_gd_beta_reading_draws_two_scatters_on_diagonals():
     pred = torch.linspace(-2, 2, 50)
-    gamma = torch.eye(3, dtype=torch.float64)
-    fig = plot_gd_beta_reading(pred, pred + 0.01, gamma, gamma.float() * 0.9, k=20)
+    gamma, beta = torch.eye(3, dtype=torch.float64), torch.tensor([1.0, 2.0, 3.0])
+    fig = plot_gd_beta_reading(pred, pred + 0.01, gamma, gamma.float() * 0.9, beta_star=beta, beta_read=beta * 1.1,
+                               k=20)
     ax1, ax2 = fig.axes
     assert len(ax1.collections) == 1 and ax1.collections[0].get_offsets().shape == (20, 2)
-    assert len(ax2.collections) == 1 and ax2.collections[0].get_offsets().shape == (9, 2)
+    assert [c.get_offsets().shape for c in ax2.collections] == [(9, 2), (3, 2)]
     assert [line.get_label() for line in ax1.lines] == ["equal"] and [line.get_label() for line in ax2.lines] == [
         "equal"]
     assert ax1.get_ylabel() == "trained LTB" and "Gamma^*" in ax2.get_xlabel()
+    # the diagonal spans the initialization's entries too
+    assert ax2.get_xlim()[1] >= 3.0
+    plt.close("all")
+    assert len(plot_gd_beta_reading(pred, pred, gamma, gamma).axes[1].collections) == 1
     plt.close("all")
     with pytest.raises(ValueError, match="pred_read and pred_ltb"):
         plot_gd_beta_reading(pred, pred[:10], gamma, gamma)
     with pytest.raises(ValueError, match="gamma_star and gamma_read"):
         plot_gd_beta_reading(pred, pred, gamma, gamma[:2])
+    with pytest.raises(ValueError, match="both beta_star and beta_read"):
+        plot_gd_beta_reading(pred, pred, gamma, gamma, beta_star=beta)
+
+
+def test_plot_gap_scaling_scales_by_n_over_norm_squared():
+    ns = [10, 20, 40]
+    closed = {2.0: 4.0 * 6 / np.array(ns, dtype=float)}  # gap = 6 ||beta*||^2 / n: flat at 6
+    trained = {2.0: np.stack([closed[2.0] * 0.9, closed[2.0] * 1.1])}
+    ax = plot_gap_scaling(ns, trained, closed, control={2.0: np.full(3, 1.0)}, limit=6.0)
+    medians = ax.containers[0].lines[0].get_ydata()
+    assert np.allclose(medians, 6.0)  # median of 0.9 and 1.1 times the closed form
+    drawn = {line.get_linestyle(): line.get_ydata() for line in ax.lines if len(line.get_xdata()) == len(ns)}
+    assert np.allclose(drawn["-"], 6.0)  # the closed form, flat
+    assert np.allclose(drawn["--"], np.array(ns) / 4.0)  # the control grows like n
+    assert ax.get_xscale() == "log"
+    plt.close("all")
+    with pytest.raises(ValueError, match="shape"):
+        plot_gap_scaling(ns, {2.0: np.ones((2, 2))}, closed)
 
 
 def test_plot_risk_ratios_against_n_draws_one_line_per_method_and_snr():
@@ -190,6 +214,8 @@ def test_plot_risk_ratios_against_n_draws_one_line_per_method_and_snr():
     assert ax.lines[3].get_color() != ax.lines[0].get_color()
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["5", "10", "20"]
+    # ratios within less than a decade still get labelled ticks
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1.25", "1.5"]
     plt.close("all")
     with pytest.raises(ValueError, match="signal-to-noise ratios"):
         plot_risk_ratios_against_n(ns, ratios, snrs=list(range(7)))

@@ -16,6 +16,7 @@ from icl_utils.models.linear_attention import (
     gd_beta_from_ltb,
     ltb_from_gd_beta,
     moment_prompt,
+    sample_moment_prompts,
     token_matrix,
 )
 from icl_utils.prompts import Prompt
@@ -207,6 +208,20 @@ def test_moment_prompt_keeps_the_predictions_of_linear_attention(gen):
     # control: a model that reads single examples (GD++'s curvature is not divided by n) tells them apart
     model = GDPlusPlus(3, steps=2, lr=0.5, gamma=0.01)
     assert not torch.allclose(model.predict(q), model.predict(p), atol=1e-3)
+
+
+def test_sample_moment_prompts_draws_in_chunks(gen, monkeypatch):
+    from icl_utils import config
+    monkeypatch.setattr(config, "CHUNK_ELEMENTS", 300)  # 6 prompts of 11 tokens of 4 values per chunk
+    task = _task()
+    p = sample_moment_prompts(task, 20, 10, torch.Generator().manual_seed(0))
+    assert p.batch_size == 20 and p.n_context == 4
+    # the same stream, prompt by prompt: the chunks join in order
+    ref = torch.Generator().manual_seed(0)
+    first = moment_prompt(task.sample(6, 10, ref))
+    assert torch.equal(p.x_query[:6], first.x_query)
+    with pytest.raises(ValueError, match="batch"):
+        sample_moment_prompts(task, 0, 10, gen)
 
 
 def test_uniform_inputs(gen):

@@ -43,6 +43,36 @@ def test_transformer_is_causal(gen):
     assert not torch.allclose(a[:, 5:], b[:, 5:], atol=1e-4)
 
 
+def test_paired_tokens_read_the_token_matrix_and_predict_the_query(gen):
+    """tokens="paired": one token (x_i, y_i) per example and (x_query, 0); the query's label is never read."""
+    model = small_model(tokens="paired").eval()
+    p = LinearRegression(dim=3).sample(4, 7, gen)
+    assert model(p).shape == (4,) and model.predict(p).shape == (4,)
+    assert model.pos.num_embeddings == 8
+    hidden = type(p)(x=p.x, y=p.y, x_query=p.x_query, y_query=p.y_query + 5.0)
+    assert torch.allclose(model.predict(p), model.predict(hidden))
+    # control: a context label is read
+    moved = type(p)(x=p.x, y=p.y + 1.0, x_query=p.x_query, y_query=p.y_query)
+    assert not torch.allclose(model.predict(p), model.predict(moved), atol=1e-4)
+    assert model_errors(model, p).shape == (4,)
+    history = train(model, LinearRegression(dim=3), cfg(steps=3, n_context=7), generator=gen, progress=False)
+    assert np.isfinite(history.losses).all()
+    with pytest.raises(ValueError, match="tokens"):
+        GPTConfig(n_dims=3, n_context=7, tokens="columns")
+
+
+def test_residual_init_scales_the_output_projections():
+    plain, scaled = small_model(), small_model(residual_init=True)
+    no_mlp = small_model(residual_init=True, mlp=False)
+    std = {name: p.std().item() for name, p in scaled.named_parameters() if p.ndim == 2}
+    assert abs(std["blocks.0.attn.proj.weight"] - 0.02 / 4**0.5) < 0.002  # 2 layers x (attention, MLP)
+    assert abs(std["blocks.0.mlp.2.weight"] - 0.02 / 4**0.5) < 0.002
+    assert abs(dict(no_mlp.named_parameters())["blocks.0.attn.proj.weight"].std().item() - 0.02 / 2**0.5) < 0.002
+    # control: without it, every projection starts at 0.02, and other weights are untouched
+    assert abs(dict(plain.named_parameters())["blocks.0.attn.proj.weight"].std().item() - 0.02) < 0.002
+    assert abs(std["blocks.0.attn.qkv.weight"] - 0.02) < 0.002
+
+
 def test_model_without_mlp_has_no_mlp_parameters():
     with_mlp, without = small_model(), small_model(mlp=False)
     assert without.num_parameters() < with_mlp.num_parameters()

@@ -6,6 +6,11 @@ position embeddings, passed through causal pre-norm blocks (attention on
 ``torch.nn.functional.scaled_dot_product_attention``, then an optional GELU MLP), and read out by a linear map at
 the x positions. Position ``i`` therefore predicts ``y_i`` from the ``i`` examples before it, and
 one forward pass gives the whole "error against number of examples" curve.
+
+With ``tokens="paired"`` it reads Zhang, Wu and Bartlett's token matrix (3.1) instead: one token ``(x_i, y_i)`` per
+example and ``(x_query, 0)`` last, and predicts at the query alone. ``residual_init=True`` scales the initial
+output projections of attention and MLP by ``1 / sqrt(number of residual connections)``, as GPT-2 does and as their
+Appendix I prescribes (``n_layer`` connections without MLPs, ``2 n_layer`` with them).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ class GPTConfig:
     n_head: int = 4
     mlp: bool = True
     dropout: float = 0.0
+    tokens: str = "interleaved"  # or "paired": the token matrix (3.1) of Zhang et al.
+    residual_init: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_context", checks.positive_int("n_context", self.n_context, minimum=0))
@@ -43,6 +50,9 @@ class GPTConfig:
         object.__setattr__(self, "dropout", checks.nonnegative_float("dropout", self.dropout))
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.tokens not in ("interleaved", "paired"):
+            raise ValueError(f"tokens must be 'interleaved' or 'paired', got {self.tokens!r}")
+        object.__setattr__(self, "residual_init", checks.boolean("residual_init", self.residual_init))
 
 
 class CausalSelfAttention(nn.Module):
@@ -90,7 +100,8 @@ class Block(nn.Module):
 
 
 class ICLTransformer(nn.Module):
-    """GPT-style transformer; ``model(prompt)`` returns predictions at every x position, shape ``(B, n+1)``."""
+    """GPT-style transformer; ``model(prompt)`` returns predictions at every x position, shape ``(B, n+1)``, or at
+    the query alone, shape ``(B,)``, with ``tokens="paired"``."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -98,12 +109,19 @@ class ICLTransformer(nn.Module):
             raise TypeError(f"cfg must be a GPTConfig, got {type(cfg).__name__}")
         self.cfg = cfg
         self.read_in = nn.Linear(cfg.n_dims + 1, cfg.n_embd)
-        self.pos = nn.Embedding(2 * cfg.n_context + 1, cfg.n_embd)  # x and y tokens of n examples, and the query
+        # x and y tokens of n examples and the query, or one token per example and the query
+        self.pos = nn.Embedding((2 if cfg.tokens == "interleaved" else 1) * cfg.n_context + 1, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.read_out = nn.Linear(cfg.n_embd, 1)
         self.apply(self._init_weights)
+        if cfg.residual_init:
+            residuals = cfg.n_layer * (2 if cfg.mlp else 1)
+            for block in self.blocks:
+                outputs = [block.attn.proj] + ([block.mlp[2]] if block.mlp is not None else [])
+                for layer in outputs:
+                    nn.init.normal_(layer.weight, mean=0.0, std=0.02 / residuals**0.5)
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -122,15 +140,23 @@ class ICLTransformer(nn.Module):
         if prompt.n_context > self.cfg.n_context:
             raise ValueError(f"prompt has {prompt.n_context} examples, more than n_context={self.cfg.n_context}")
         checks.prompt_fits(prompt.x, self)
-        tokens = prompt.tokens()
+        paired = self.cfg.tokens == "paired"
+        if paired:
+            xs, ys = prompt.points()
+            tokens = torch.cat([xs, torch.cat([ys[:, :-1], torch.zeros_like(ys[:, -1:])], 1)[..., None]], 2)
+        else:
+            tokens = prompt.tokens()
         h = self.read_in(tokens) + self.pos.weight[: tokens.shape[1]]
         h = self.drop(h)
         for block in self.blocks:
             h = block(h)
+        if paired:  # only the query's token lacks its label
+            return self.read_out(self.ln_f(h[:, -1]))[..., 0]
         return self.read_out(self.ln_f(h[:, ::2]))[..., 0]
 
     @torch.no_grad()
     def predict(self, prompt: Prompt) -> Tensor:
         """The prediction at the query alone, shape ``(B,)``, in eval mode: usable wherever an estimator is."""
         with evaluating(self):
-            return self(checks.prompt(prompt))[:, -1]
+            preds = self(checks.prompt(prompt))
+        return preds if self.cfg.tokens == "paired" else preds[:, -1]

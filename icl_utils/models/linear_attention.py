@@ -18,7 +18,7 @@ maps a :class:`~icl_utils.prompts.Prompt` to its prediction at the query, shape 
 
 :func:`ltb_from_gd_beta` writes a GD-beta model as an LTB (Lemma 5.1), and :func:`gd_beta_from_ltb` reads the
 GD-beta model off an LTB's weights. :func:`moment_prompt` shrinks a prompt to the ``d + 1`` pseudo-examples these
-models cannot tell from it.
+models cannot tell from it, and :func:`sample_moment_prompts` draws many such prompts in bounded memory.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from icl_utils import checks, config
 from icl_utils.estimators import _gd_plus_plus
 from icl_utils.models.base import QueryModel
-from icl_utils.prompts import Prompt
+from icl_utils.prompts import Prompt, TaskFamily
 
 
 def token_matrix(prompt: Prompt) -> Tensor:
@@ -57,6 +57,16 @@ def moment_prompt(prompt: Prompt) -> Prompt:
     evals, evecs = torch.linalg.eigh(context @ context.transpose(1, 2) / n)
     pseudo = ((d + 1) ** 0.5 * evecs * evals.clamp_min(0).sqrt()[:, None, :]).to(prompt.x.dtype)
     return Prompt(x=pseudo[:, :d].transpose(1, 2), y=pseudo[:, d], x_query=prompt.x_query, y_query=prompt.y_query)
+
+
+def sample_moment_prompts(task: TaskFamily, batch: int, n: int, generator: torch.Generator) -> Prompt:
+    """``batch`` prompts of ``n`` examples from ``task``, each shrunk by :func:`moment_prompt`; drawn a bounded
+    number of values at a time, so memory grows with ``batch`` but not with ``n``."""
+    task = checks.task_family(task)
+    batch, n, generator = checks.sample_sizes(batch, n, generator)
+    per_chunk = config.prompts_per_chunk((n + 1) * (task.dim + 1))
+    return Prompt.cat([moment_prompt(task.sample(min(per_chunk, batch - start), n, generator))
+                       for start in range(0, batch, per_chunk)])
 
 
 def attention_mask(n: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
