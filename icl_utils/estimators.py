@@ -150,23 +150,24 @@ def _gd_plus_plus(x: Tensor, y: Tensor, x_query: Tensor, lr: Tensor, gamma: Tens
     return pred
 
 
-def gd_plus_plus(prompt: Prompt, lr: float | Tensor, gamma: float, steps: int = 1) -> Tensor:
+def gd_plus_plus(prompt: Prompt, lr: float | Tensor, gamma: float | Tensor, steps: int = 1) -> Tensor:
     """Von Oswald et al.'s GD++: ``steps`` gradient steps from ``w = 0``, each preceded by the same curvature
     correction ``x <- (I - gamma X^T X) x`` of every input, the query's included.
 
     A step on ``(1/2n) sum_i (y_i - <w, x_i>)^2`` moves ``w`` by ``lr X^T r / n`` (``r`` the residuals), with
     ``lr`` a step size or a ``(d, d)`` matrix step as in GD-beta; the correction then uses the inputs as the step
     found them (``X^T X`` of the current inputs, not divided by ``n``), and the recurrent version repeats both with
-    the same ``lr`` and ``gamma``. One step with ``gamma = 0`` is :func:`one_step_gd`; ``steps`` steps with
-    ``gamma = 0`` are plain gradient descent.
+    the same ``lr`` and ``gamma``. The correction acts from the second step on, so one step is :func:`one_step_gd`
+    whatever ``gamma``; ``steps`` steps with ``gamma = 0`` are plain gradient descent. An empty context predicts 0.
     """
     prompt = checks.prompt(prompt)
+    if isinstance(lr, Tensor) and lr.ndim not in (0, 2):
+        raise ValueError(f"lr must be a number or a ({prompt.dim}, {prompt.dim}) matrix, got shape {tuple(lr.shape)}")
     if isinstance(lr, Tensor) and lr.ndim == 2:
         lr = checks.matrix("lr", lr, prompt.dim)
     else:
-        lr = torch.tensor(checks.real("lr", lr.item() if isinstance(lr, Tensor) and lr.ndim == 0 else lr),
-                          dtype=torch.float64)
-    gamma = checks.real("gamma", gamma)
+        lr = torch.tensor(checks.real("lr", lr.item() if isinstance(lr, Tensor) else lr), dtype=torch.float64)
+    gamma = checks.real("gamma", gamma.item() if isinstance(gamma, Tensor) and gamma.ndim == 0 else gamma)
     steps = checks.positive_int("steps", steps)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)

@@ -719,12 +719,19 @@ def plot_gap_scaling(
     drawn, range as error bars); ``closed[norm]`` a closed-form gap per ``n`` (line); ``control[norm]`` the gaps of a
     control (dashed); ``limit`` a dotted horizontal level (the large-``n`` limit)."""
     ns = np.asarray(ns, dtype=float)
+    for norm, gaps in trained.items():
+        if not norm > 0:
+            raise ValueError(f"norms must be > 0 (the gap is divided by the squared norm), got {norm}")
+        curves = [("closed", closed.get(norm))] + ([("control", control.get(norm))] if control else [])
+        if np.atleast_2d(np.asarray(gaps, dtype=float)).shape[1] != len(ns) or any(
+                curve is not None and np.asarray(curve).shape != (len(ns),) for _, curve in curves) or (
+                closed.get(norm) is None):
+            raise ValueError(f"trained[{norm}] must have shape (seeds, {len(ns)}), and closed[{norm}] (and "
+                             f"control[{norm}], if given) shape ({len(ns)},)")
     if ax is None:
         _, ax = plt.subplots(figsize=_size(6.4, 4.2))
     for (norm, gaps), color in zip(trained.items(), PALETTE):
         gaps = np.atleast_2d(np.asarray(gaps, dtype=float))
-        if gaps.shape[1] != len(ns) or np.asarray(closed[norm]).shape != (len(ns),):
-            raise ValueError(f"trained[{norm}] must have shape (seeds, {len(ns)}) and closed[{norm}] ({len(ns)},)")
         scaled = gaps * ns / norm**2
         mid = np.median(scaled, axis=0)
         ax.errorbar(ns, mid, yerr=[mid - scaled.min(0), scaled.max(0) - mid], fmt="o", color=color, capsize=3,
@@ -775,7 +782,8 @@ def plot_risk_ratios_against_n(
     # Ratios span less than a decade, where a log axis labels at most one tick: label a readable set by hand.
     low, high = ax.get_ylim()
     ticks = [t for t in (1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16) if low <= t <= high]
-    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    if len(ticks) >= 2:  # otherwise the log axis's own labels serve
+        ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
     ax.minorticks_off()
     ax.legend(ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     return ax

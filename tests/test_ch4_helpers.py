@@ -202,6 +202,12 @@ def test_plot_gap_scaling_scales_by_n_over_norm_squared():
     plt.close("all")
     with pytest.raises(ValueError, match="shape"):
         plot_gap_scaling(ns, {2.0: np.ones((2, 2))}, closed)
+    with pytest.raises(ValueError, match="shape"):
+        plot_gap_scaling(ns, trained, closed, control={2.0: np.ones(2)})
+    with pytest.raises(ValueError, match="closed"):
+        plot_gap_scaling(ns, trained, {})
+    with pytest.raises(ValueError, match="norms must be > 0"):
+        plot_gap_scaling(ns, {0.0: trained[2.0]}, {0.0: closed[2.0]})
 
 
 def test_plot_risk_ratios_against_n_draws_one_line_per_method_and_snr():

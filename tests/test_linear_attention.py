@@ -166,6 +166,10 @@ def test_gd_plus_plus_is_von_oswalds_recursion(gen):
         est.gd_plus_plus(p, 1.0, 0.1, steps=0)
     with pytest.raises(TypeError, match="gamma"):
         est.gd_plus_plus(p, 1.0, "0.1")
+    with pytest.raises(ValueError, match="matrix"):
+        est.gd_plus_plus(p, torch.ones(4), 0.1)
+    assert torch.allclose(est.gd_plus_plus(p, torch.tensor(1.0), torch.tensor(0.1), 2),
+                          est.gd_plus_plus(p, 1.0, 0.1, 2))
 
 
 def test_gd_plus_plus_model_matches_the_estimator(gen):
@@ -190,8 +194,10 @@ def test_fit_lbfgs_reaches_the_least_squares_solution(gen):
     solution = torch.linalg.lstsq(features, p.y_query.double()[:, None]).solution.reshape(3, 3)
     assert result.grad_max < 1e-3
     assert torch.allclose(model.step.detach().double(), solution, atol=1e-3)
-    # control: the same model before the fit is far from it
-    assert not torch.allclose(GDPlusPlus(3).step.double(), solution, atol=1e-1)
+    # control: one iteration does not get there
+    short = GDPlusPlus(3)
+    assert fit_lbfgs(short, p, max_iter=1).grad_max > 1e-3
+    assert not torch.allclose(short.step.detach().double(), solution, atol=1e-3)
     with pytest.raises(TypeError, match="prompt"):
         fit_lbfgs(model, p.x)
     with pytest.raises(ValueError, match="max_iter"):

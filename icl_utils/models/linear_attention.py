@@ -166,8 +166,9 @@ class GDPlusPlus(QueryModel):
     """Von Oswald et al.'s GD++ (:func:`~icl_utils.estimators.gd_plus_plus`) with learnable step and curvature.
 
     ``steps`` recurrent steps share one step (a ``(d, d)`` matrix, or a scalar with ``matrix_step=False`` as in
-    their paper) and one curvature ``gamma``; both start at ``lr`` and ``gamma`` (zero by default). With
-    ``gamma = 0`` and one step it is GD-0, so a GD++ fitted to convergence is never worse than the best GD-0.
+    their paper) and one curvature ``gamma``; both start at ``lr`` and ``gamma`` (zero by default). One step is GD-0
+    whatever ``gamma`` (the correction acts from the second step on); with ``gamma`` frozen at zero (``requires_grad``
+    off) it is plain gradient descent with a learned step.
     """
 
     def __init__(self, dim: int, *, steps: int = 1, matrix_step: bool = True, lr: float = 0.0, gamma: float = 0.0):
