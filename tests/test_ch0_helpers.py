@@ -46,3 +46,25 @@ def test_error_per_dimension_checks_its_arguments(kwargs, error):
     with pytest.raises(error):
         plot_error_per_dimension({"Bayes": torch.ones(4, 6)}, **kwargs)
     plt.close("all")
+
+
+def test_error_per_dimension_limits_follow_the_data_and_cut_a_peak():
+    dim, noise_var = 5, 0.05
+    errors = torch.full((8, 11), 0.02)  # below the old fixed floor of 0.03 (per dimension: 0.004)
+    errors[:, 0] = 5.0  # no example: the prior's scale, 1 per dimension
+    peak = errors.clone()
+    peak[:, dim] = 2000.0  # least squares at k = d with noise
+    fig = plot_error_per_dimension({"Transformer": errors, "Least squares": peak}, dim=dim, noise_var=noise_var)
+    (ax,) = fig.axes
+    assert ax.get_ylim() == pytest.approx((0.7 * 0.02 / dim, 2.0))
+    plt.close(fig)
+    fig = plot_error_per_dimension({"Least squares": errors}, dim=dim, noise_var=0.0, logy=False)
+    (ax,) = fig.axes
+    assert ax.get_yscale() == "linear" and ax.get_ylim() == pytest.approx((0.0, 1.15))
+    plt.close(fig)
+
+
+def test_error_per_dimension_checks_logy():
+    with pytest.raises(TypeError, match="logy"):
+        plot_error_per_dimension({"Bayes": torch.ones(4, 6)}, dim=2, noise_var=0.0, logy="yes")
+    plt.close("all")
