@@ -747,6 +747,7 @@ def plot_gap_scaling(
     ax.set_xscale("log")
     ax.set_xticks(ns, [f"{m:g}" for m in ns])
     ax.minorticks_off()
+    log_y(ax)  # a control that grows like n would flatten the measured curves on a linear axis
     ax.set(xlabel="number of context examples $n$", ylabel=r"$n \times$ gap $/ \|\beta^*\|^2$")
     ax.legend()
     return ax

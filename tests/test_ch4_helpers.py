@@ -198,7 +198,7 @@ def test_plot_gap_scaling_scales_by_n_over_norm_squared():
     drawn = {line.get_linestyle(): line.get_ydata() for line in ax.lines if len(line.get_xdata()) == len(ns)}
     assert np.allclose(drawn["-"], 6.0)  # the closed form, flat
     assert np.allclose(drawn["--"], np.array(ns) / 4.0)  # the control grows like n
-    assert ax.get_xscale() == "log"
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     plt.close("all")
     with pytest.raises(ValueError, match="shape"):
         plot_gap_scaling(ns, {2.0: np.ones((2, 2))}, closed)
