@@ -151,7 +151,7 @@ def _gd_plus_plus(x: Tensor, y: Tensor, x_query: Tensor, lr: Tensor, gamma: Tens
 
 
 def gd_plus_plus(prompt: Prompt, lr: float | Tensor, gamma: float | Tensor, steps: int = 1) -> Tensor:
-    """Von Oswald et al.'s GD++: ``steps`` gradient steps from ``w = 0``, each preceded by the same curvature
+    """Von Oswald et al.'s GD++: ``steps`` gradient steps from ``w = 0``, each in one layer with the curvature
     correction ``x <- (I - gamma X^T X) x`` of every input, the query's included.
 
     A step on ``(1/2n) sum_i (y_i - <w, x_i>)^2`` moves ``w`` by ``lr X^T r / n`` (``r`` the residuals), with

@@ -401,7 +401,7 @@ def train_ensemble(
 @dataclass(frozen=True)
 class FitResult:
     """The end of a :func:`fit_lbfgs` run: the sample's mean squared error, the iterations taken and the gradient's
-    largest entry (near zero when the fit converged)."""
+    largest entry (small, not zero, at convergence in float32)."""
 
     loss: float
     iterations: int
@@ -410,7 +410,8 @@ class FitResult:
 
 def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: int = 500, tol: float = 1e-9) -> FitResult:
     """Fit ``model`` in place to one fixed sample of prompts by full-batch L-BFGS with a strong-Wolfe line search,
-    until the gradient's largest entry or the change of the loss falls below ``tol``, or ``max_iter`` iterations.
+    until the gradient's largest entry or the change of the loss falls below ``tol``, or ``max_iter`` iterations
+    (in float32 it is usually the change of the loss, with gradient entries near 1e-3 of a loss of order one).
 
     For models of few parameters and a smooth loss (GD++, GD-beta, linear attention): where Adam on fresh prompts
     stops at its budget, this reaches an optimum of the sample's mean squared query error, so a comparison between
