@@ -1,6 +1,7 @@
 """Chapter 1's task family: B-splines, the Fourier basis, the oracle posterior mean, and the MLP attention model."""
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -303,3 +304,18 @@ def test_the_fourier_basis_of_a_thousand_dimensions_is_enumerated_quickly():
     j = task._index[1]  # frequency one on a single axis
     axis = next(i for i, v in enumerate(j) if v != 1)
     assert sum(v != 1 for v in j) == 1 and j[axis] in (2, 3)
+
+
+@pytest.mark.parametrize(("dim", "order"), [(1, 0), (1, 2), (2, 1), (3, 2)])
+def test_bspline_features_are_the_dyadic_tensor_products(dim, order):
+    """Each column is prod_k 2^(a/2) N_m(2^a x_k - b_k) for its (level, shifts), evaluated one function at a time."""
+    task = NonparametricTasks(dim=dim, smoothness=1.0, basis="bspline", order=order, n_basis=50)
+    x = torch.rand(7, 3, dim, generator=torch.Generator().manual_seed(order), dtype=torch.float64)
+    level, shifts = 0, []
+    while len(shifts) < 50:  # levels in order, every shift whose support meets [0, 1]
+        shifts += [(level, b) for b in itertools.product(range(-order, 2**level), repeat=dim)]
+        level += 1
+    expected = torch.stack([math.prod(2 ** (a / 2) * cardinal_bspline(2**a * x[..., k] - b_k, order)
+                                      for k, b_k in enumerate(b)) for a, b in shifts[:50]], dim=-1)
+    torch.testing.assert_close(task.features(x), expected, rtol=1e-12, atol=1e-12)
+    assert expected[..., -1].abs().max() > 0  # the last column is not trivially zero
