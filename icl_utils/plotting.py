@@ -353,29 +353,31 @@ def plot_feature_maps(
     return fig
 
 
-def plot_memorization(
-    ts: Sequence[int], empirical: np.ndarray, expected: np.ndarray, *, per_pool: np.ndarray, noise_var: float,
-    fresh: float,
-) -> Figure:
-    """ICL risk against the number of pretraining tasks ``T`` (``ts``): the mean ``empirical`` risk on the
-    pretraining prompts and the mean ``expected`` risk on new tasks (shape ``(len(ts),)`` each), dots for each
-    pool's expected risk (``per_pool``, shape ``(len(ts), pools)``), the noise variance dashed and the risk
-    ``fresh`` of the model trained on fresh tasks dotted. Returns the figure."""
-    per_pool = np.asarray(per_pool)
-    if per_pool.ndim != 2 or per_pool.shape[0] != len(ts):
-        raise ValueError(f"per_pool must have shape ({len(ts)}, pools)")
-    fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
-    series = {"pretraining tasks (empirical risk)": empirical, "new tasks (expected risk)": expected}
-    plot_lines(np.asarray(ts), series, ax=ax, xlabel="number of pretraining tasks $T$", ylabel="ICL risk", logx=True,
-               styles={"pretraining tasks (empirical risk)": dict(marker="o"),
-                       "new tasks (expected risk)": dict(marker="s")})
-    for i, (t, risks) in enumerate(zip(ts, per_pool)):
-        ax.scatter(np.full(len(risks), t), risks, s=12, color="C1", alpha=0.6,
-                   label="new tasks, each pool" if i == 0 else None)
-    _reference_lines(ax, {"noise variance": noise_var})
-    ax.axhline(fresh, color="k", linestyle=":", label="fresh tasks every step")
-    ax.set_ylim(bottom=0)
-    ax.legend()
+def plot_pretraining_sets(curves: Mapping[str, Mapping[str, np.ndarray]], *, noise_var: float) -> Figure:
+    """The ICL risk of ``Gamma`` fitted on ``T`` pretraining prompts, against ``T / N^2`` (prompts per entry of
+    ``Gamma``), one line per setting. ``curves`` maps a label to ``ratio`` (``T / N^2``, shape ``(K,)``),
+    ``empirical`` (the risk on the pool, shape ``(K, pools)``) and ``gap`` (the expected risk on new tasks over
+    that of ``Gamma*``, minus one, shape ``(K, pools)``). Left, the empirical risk (median, noise variance dashed);
+    right, the gap (median and range over the pools, log-log) with the prediction ``N^2 / T`` dashed."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=_size(6.7, 3.4))
+    for label, c in curves.items():
+        ratio, emp, gap = (np.asarray(c[k]) for k in ("ratio", "empirical", "gap"))
+        if emp.shape != gap.shape or emp.ndim != 2 or emp.shape[0] != len(ratio):
+            raise ValueError(f"curves[{label!r}]: empirical and gap must have shape ({len(ratio)}, pools)")
+        left.plot(ratio, np.median(emp, 1), marker="o", label=label)
+        right.plot(ratio, np.median(gap, 1), marker="o", label=label)
+        right.fill_between(ratio, gap.min(1), gap.max(1), color=right.lines[-1].get_color(), alpha=0.2, linewidth=0)
+    left.axhline(noise_var, color="k", linestyle="--", label="noise variance")
+    left.set(xscale="log", xlabel="$T / N^2$", ylabel="risk on the pool")
+    left.set_ylim(bottom=0)
+    grid = np.geomspace(min(np.min(c["ratio"]) for c in curves.values()),
+                        max(np.max(c["ratio"]) for c in curves.values()), 50)
+    (line,) = right.plot(grid, 1 / grid, color="k", linestyle="--", label="$N^2 / T$")
+    right.set(xscale="log", yscale="log", xlabel="$T / N^2$",
+              ylabel="$\\mathcal{R}(\\hat\\Gamma_T) / \\mathcal{R}(\\Gamma^*) - 1$")
+    left.legend()
+    right.legend(handles=[line])
+    fig.tight_layout()
     return fig
 
 

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from icl_utils import checks, config
 from icl_utils.exact import attention_risk
 from icl_utils.models.base import evaluating
-from icl_utils.models.feature_attention import AttentionOnFeatures
+from icl_utils.models.feature_attention import AttentionOnFeatures, fit_gamma
 from icl_utils.prompts import Prompt, TaskFamily, squared_errors
 from icl_utils.tasks.pool import PromptPool
 
@@ -182,3 +182,27 @@ def empirical_and_expected_risk(model: nn.Module, pool: object, task: object) ->
         raise TypeError(f"pool must be a PromptPool, got {type(pool).__name__}")
     empirical = model_errors(model, pool.prompts).mean().item()
     return empirical, attention_risk(model.features, task, pool.prompts.n_context, model.gamma).item()
+
+
+def gamma_erm_risks(
+    model: nn.Module, task: object, n: int, sizes: Sequence[int], repeats: int, generator: torch.Generator, *,
+    lam: float = 1e-6,
+) -> np.ndarray:
+    """The empirical and expected ICL risk (:func:`empirical_and_expected_risk`) of ``Gamma`` fitted by empirical
+    risk minimization (:func:`~icl_utils.models.feature_attention.fit_gamma`, penalty ``lam``) on a pool of ``T``
+    prompts of ``n`` examples, for every ``T`` in ``sizes`` and ``repeats`` independent pools each: shape
+    ``(len(sizes), repeats, 2)``. The features of ``model`` stay fixed; its ``Gamma`` is left at the last fit."""
+    if not isinstance(model, AttentionOnFeatures):
+        raise TypeError(f"model must be linear attention on features (an AttentionOnFeatures), got "
+                        f"{type(model).__name__}")
+    n = checks.positive_int("n", n)
+    sizes = [checks.positive_int("sizes", t) for t in checks.sequence("sizes", sizes)]
+    repeats = checks.positive_int("repeats", repeats)
+    checks.generator(generator)
+    out = np.empty((len(sizes), repeats, 2))
+    for i, t in enumerate(sizes):
+        for r in range(repeats):
+            pool = PromptPool(task.sample(t, n, generator))
+            fit_gamma(model, pool.prompts, lam=lam)
+            out[i, r] = empirical_and_expected_risk(model, pool, task)
+    return out

@@ -14,8 +14,11 @@ from icl_utils import plotting  # noqa: E402
 from icl_utils.exact import (  # noqa: E402
     AttentionMoments, attention_risk, best_attention_excess,
 )
-from icl_utils.models import MLPAttention  # noqa: E402
-from icl_utils.risk import empirical_and_expected_risk, local_slopes, query_risk, query_risk_curves  # noqa: E402
+from icl_utils.models import FixedFeatureAttention, MLPAttention  # noqa: E402
+from icl_utils.models.feature_attention import fit_gamma  # noqa: E402
+from icl_utils.risk import (  # noqa: E402
+    empirical_and_expected_risk, gamma_erm_risks, local_slopes, query_risk, query_risk_curves,
+)
 from icl_utils.tasks.nonparametric import NonparametricTasks  # noqa: E402
 from icl_utils.tasks.pool import PromptPool  # noqa: E402
 from icl_utils.train import TrainHistory  # noqa: E402
@@ -75,6 +78,68 @@ def test_empirical_and_expected_risk_match_the_pool_errors_and_monte_carlo():
         empirical_and_expected_risk(torch.nn.Linear(1, 1), pool, task)
     with pytest.raises(TypeError, match="pool"):
         empirical_and_expected_risk(model, pool.prompts, task)
+
+
+def test_fit_gamma_minimizes_the_empirical_risk_and_interpolates_below_m_squared_prompts():
+    """fit_gamma's Gamma has zero gradient of the penalized empirical risk (autograd), in the primal (T >= m^2) and
+    the kernel form (T < m^2), where it fits the pool exactly; on many prompts it approaches the closed-form Gamma*."""
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=16, noise_std=0.5)
+    model = FixedFeatureAttention(lambda x: task.features(x)[..., :3], 1, 3)
+    g = torch.Generator().manual_seed(0)
+    for t in (5, 200):
+        prompts = task.sample(t, 10, g)
+        fit_gamma(model, prompts, lam=1e-3)
+        gamma = model.gamma.detach().double().requires_grad_()
+        a, f = model.context_summary(prompts).double(), model.features(prompts.x_query).double()
+        loss = ((a @ gamma * f).sum(1) - prompts.y_query.double()).square().mean() + 1e-3 * gamma.square().sum()
+        (grad,) = torch.autograd.grad(loss, gamma)
+        assert grad.abs().max() < 1e-4
+    moments = AttentionMoments.of(model.features, task)
+    fit_gamma(model, task.sample(200_000, 10, g), lam=1e-9)
+    torch.testing.assert_close(model.gamma.double(), moments.gamma(10), atol=0.02, rtol=0)
+    assert moments.gamma(10).abs().max() > 0.2  # control: Gamma* is not near zero
+    with pytest.raises(ValueError, match="dim"):
+        fit_gamma(model, NonparametricTasks(dim=2, smoothness=1.0).sample(4, 3, g), lam=1e-3)
+    with pytest.raises(TypeError, match="model"):
+        fit_gamma(torch.nn.Linear(1, 1), prompts, lam=1e-3)
+    with pytest.raises(ValueError, match="lam"):
+        fit_gamma(model, prompts, lam=0.0)
+
+
+def test_fixed_feature_attention_checks_its_features():
+    with pytest.raises(TypeError, match="features"):
+        FixedFeatureAttention(3, 1, 2)
+    model = FixedFeatureAttention(lambda x: x.repeat(1, 1, 3), 1, 2)
+    with pytest.raises(ValueError, match="n_features=2"):
+        model.features(torch.zeros(4, 5, 1))
+    assert [name for name, _ in model.named_parameters()] == ["gamma"]
+
+
+def test_gamma_erm_risks_interpolate_few_prompts_and_generalize_with_many():
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=16, noise_std=0.5)
+    model = FixedFeatureAttention(lambda x: task.features(x)[..., :3], 1, 3)
+    runs = gamma_erm_risks(model, task, 8, [4, 2000], 3, torch.Generator().manual_seed(0))
+    assert runs.shape == (2, 3, 2)
+    best = AttentionMoments.of(model.features, task)
+    best = best.risk(8, best.gamma(8)).item()
+    assert (runs[0, :, 0] < 1e-3).all() and (runs[0, :, 1] > 1.2 * best).all()  # memorized
+    assert (runs[1, :, 1] / best - 1 < 0.05).all() and (abs(runs[1, :, 0] / best - 1) < 0.2).all()
+    with pytest.raises(ValueError, match="sizes"):
+        gamma_erm_risks(model, task, 8, [0], 3, torch.Generator())
+    with pytest.raises(TypeError, match="model"):
+        gamma_erm_risks(torch.nn.Linear(1, 1), task, 8, [4], 3, torch.Generator())
+
+
+def test_plot_pretraining_sets_draws_medians_ranges_and_the_prediction():
+    run = dict(ratio=np.array([0.5, 4.0, 16.0]), empirical=np.array([[0.0, 0.0], [0.2, 0.3], [0.3, 0.3]]),
+               gap=np.array([[3.0, 2.0], [0.3, 0.2], [0.07, 0.05]]))
+    fig = plotting.plot_pretraining_sets({"n = 8": run, "n = 32": run}, noise_var=0.25)
+    left, right = fig.axes
+    assert len(left.lines) == 3 and len(right.lines) == 3 and len(right.collections) == 2
+    assert right.get_yscale() == "log"
+    with pytest.raises(ValueError, match="pools"):
+        plotting.plot_pretraining_sets({"bad": dict(run, gap=run["gap"][:2])}, noise_var=0.25)
+    plt.close(fig)
 
 
 def test_query_risk_curves_score_each_n_then_each_estimator_in_order():
@@ -145,18 +210,6 @@ def test_plot_feature_maps_draws_losses_curves_other_runs_and_the_star():
     assert right.lines[-1].get_marker() == "*"
     with pytest.raises(ValueError, match="runs"):
         plotting.plot_feature_maps(ns, curves, history=history, runs=runs, best=3, own=(32, 0.2), noise_var=0.25)
-    plt.close(fig)
-
-
-def test_plot_memorization_draws_means_pool_dots_and_reference_levels():
-    ts = [16, 64, 256]
-    fig = plotting.plot_memorization(ts, np.array([0.0, 0.1, 0.3]), np.array([2.0, 1.0, 0.5]),
-                                     per_pool=np.array([[2.5, 1.5], [1.1, 0.9], [0.6, 0.4]]), noise_var=0.25,
-                                     fresh=0.4)
-    (ax,) = fig.axes
-    assert len(ax.lines) == 4 and len(ax.collections) == 3
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "new tasks, each pool" in labels and "fresh tasks every step" in labels
     plt.close(fig)
 
 

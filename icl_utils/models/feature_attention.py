@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -97,6 +99,26 @@ class MLPAttention(AttentionOnFeatures):
         return self.phi(x)
 
 
+class FixedFeatureAttention(AttentionOnFeatures):
+    """Linear attention on a given, untrained feature map ``features`` (a callable from ``(..., dim)`` inputs to
+    ``(..., n_features)``; chapter 1 passes the first ``N`` functions of the true basis): only ``Gamma`` (starting
+    at ``I / N``) is a parameter, so that experiments on the pretraining of ``Gamma`` leave the features out."""
+
+    def __init__(self, features: Callable[[Tensor], Tensor], dim: int, n_features: int):
+        super().__init__(dim)
+        if not callable(features):
+            raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
+        n_features = checks.positive_int("n_features", n_features)
+        self._features = features
+        self.gamma = nn.Parameter(torch.eye(n_features) / n_features)
+
+    def features(self, x: Tensor) -> Tensor:
+        out = self._features(x)
+        if out.shape[-1] != self.gamma.shape[0]:
+            raise ValueError(f"features gave {out.shape[-1]} outputs, but n_features={self.gamma.shape[0]}")
+        return out.to(self.gamma.dtype)
+
+
 def one_step_feature_update(
     model: nn.Module,
     task: TaskFamily,
@@ -182,7 +204,22 @@ def fit_attention_ridge(
     if not isinstance(model, AttentionOnFeatures):
         raise TypeError(f"model must be linear attention on features (AttentionOnFeatures), got {type(model).__name__}")
     _reads(model, task, generator)
-    prompt = task.sample(n_tasks, n, generator)
+    fit_gamma(model, task.sample(n_tasks, n, generator), lam=lam)
+
+
+def fit_gamma(model: nn.Module, prompt: Prompt, *, lam: float) -> None:
+    """Set ``Gamma`` of a feature-attention model, in place, to the minimizer of the empirical ICL risk on the
+    given prompts plus ``lam ||Gamma||_F^2`` (the solver of :func:`fit_attention_ridge`, on a fixed pretraining set
+    such as a :class:`~icl_utils.tasks.pool.PromptPool`'s prompts). With ``lam`` small and fewer prompts than the
+    ``m^2`` entries of ``Gamma``, it interpolates them."""
+    lam = checks.nonnegative_float("lam", lam, strict=True)
+    if not isinstance(model, AttentionOnFeatures):
+        raise TypeError(f"model must be linear attention on features (AttentionOnFeatures), got {type(model).__name__}")
+    prompt = checks.prompt(prompt)
+    if prompt.dim != model.dim:
+        raise ValueError(f"the model reads dim={model.dim}, but the prompts have dim={prompt.dim}")
+    checks.prompt_fits(prompt.x, model)
+    n_tasks, n = prompt.batch_size, prompt.n_context
     with torch.no_grad():
         # The context's features (n_tasks x n x m values) are summarized a chunk of prompts at a time, so that
         # they never materialize at once.
