@@ -109,30 +109,8 @@ class AttentionMoments:
         second moment ``prior_cov`` (default: the task's diagonal prior). Expectations over the uniform inputs use
         ``points`` nodes: the midpoint rule in one dimension (default 4096, exact for the Fourier basis below that
         frequency), a scrambled Sobol sequence otherwise (default 2^15)."""
-        if not isinstance(task, NonparametricTasks):
-            raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
-        if not callable(features):
-            raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
-        prior = (torch.diag(task.prior_var()) if prior_cov is None
-                 else checks.psd_matrix("prior_cov", prior_cov, task.n_basis))
-        points = checks.positive_int("points", points) if points is not None else (4096 if task.dim == 1 else 2**15)
-        if task.dim == 1:  # the midpoint rule: exact for trigonometric polynomials of degree < points
-            nodes = ((torch.arange(points, dtype=torch.float64) + 0.5) / points)[:, None]
-        else:  # a scrambled Sobol sequence (quasi-Monte Carlo), the same nodes at every call
-            nodes = torch.quasirandom.SobolEngine(task.dim, scramble=True, seed=0).draw(points, dtype=torch.float64)
-        basis = task.features(nodes)  # (K, N_true)
-        owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
-        param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
         with torch.no_grad():
-            phi = features(nodes if param is None else nodes.to(param.device, param.dtype)).double().cpu()
-        if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
-            raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")
-        k = nodes.shape[0]
-        second = ((basis @ prior) * basis).sum(1) + task.noise_var  # E[y^2 | x]
-        b = phi.T @ basis / k
-        # A noiseless query's label carries no noise; the context's labels always do.
-        query_second = second - task.noise_var if task.noiseless_query else second
-        return cls(query_second.mean(), b @ prior @ b.T, phi.T @ phi / k, (phi * second[:, None]).T @ phi / k)
+            return cls(*_moments(features, task, prior_cov, points))
 
     def s(self, n: int) -> Tensor:
         """``E u u^T`` for ``u = (1/n) sum_i y_i phi(x_i)``."""
@@ -158,6 +136,52 @@ class AttentionMoments:
             raise ValueError(f"gamma must be a tensor of shape ({size}, {size}) to match the {size} features")
         gamma = checks.finite("gamma", gamma.detach().double().cpu())
         return self.second - 2 * torch.trace(gamma @ self.c) + torch.trace(gamma @ self.g @ gamma.T @ self.s(n))
+
+
+def _moments(features: Callable[[Tensor], Tensor], task: object, prior_cov: Tensor | None,
+         points: int | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``E y^2``, ``C``, ``G`` and ``W`` of :class:`AttentionMoments`, in float64 on the CPU, differentiable in the
+    parameters of ``features`` where autograd is on."""
+    if not isinstance(task, NonparametricTasks):
+        raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
+    if not callable(features):
+        raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
+    prior = (torch.diag(task.prior_var()) if prior_cov is None
+             else checks.psd_matrix("prior_cov", prior_cov, task.n_basis))
+    points = checks.positive_int("points", points) if points is not None else (4096 if task.dim == 1 else 2**15)
+    if task.dim == 1:  # the midpoint rule: exact for trigonometric polynomials of degree < points
+        nodes = ((torch.arange(points, dtype=torch.float64) + 0.5) / points)[:, None]
+    else:  # a scrambled Sobol sequence (quasi-Monte Carlo), the same nodes at every call
+        nodes = torch.quasirandom.SobolEngine(task.dim, scramble=True, seed=0).draw(points, dtype=torch.float64)
+    basis = task.features(nodes)  # (K, N_true)
+    owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
+    param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
+    phi = features(nodes if param is None else nodes.to(param.device, param.dtype)).double().cpu()
+    if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
+        raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")
+    k = nodes.shape[0]
+    second = ((basis @ prior) * basis).sum(1) + task.noise_var  # E[y^2 | x]
+    b = phi.T @ basis / k
+    # A noiseless query's label carries no noise; the context's labels always do.
+    query_second = second - task.noise_var if task.noiseless_query else second
+    return query_second.mean(), b @ prior @ b.T, phi.T @ phi / k, (phi * second[:, None]).T @ phi / k
+
+
+def profiled_attention_risk(features: Callable[[Tensor], Tensor], task: object, n: int, *,
+                            points: int | None = None, rtol: float = 1e-10) -> Tensor:
+    """The ICL risk of linear attention on ``features`` with its best ``Gamma``, ``R(Gamma*) = E y^2 -
+    tr(S^-1 C G^-1 C)`` (:class:`AttentionMoments`), as a float64 scalar that autograd differentiates through the
+    parameters of ``features``: the pretraining loss on infinitely many tasks, with ``Gamma`` profiled out. ``G``
+    and ``S`` get a ridge of ``rtol`` times their mean eigenvalue, so that collinear features are allowed."""
+    n = checks.positive_int("n", n)
+    rtol = checks.nonnegative_float("rtol", rtol, strict=True)
+    second, c, g, w = _moments(features, task, None, points)
+    s = c * (1 - 1 / n) + w / n
+
+    def ridged(m: Tensor) -> Tensor:
+        return m + rtol * torch.trace(m) / m.shape[0] * torch.eye(m.shape[0], dtype=m.dtype)
+
+    return second - torch.trace(torch.linalg.solve(ridged(s), c) @ torch.linalg.solve(ridged(g), c))
 
 
 def attention_gamma(features: Callable[[Tensor], Tensor], task: object, n: int, *, prior_cov: Tensor | None = None,

@@ -327,29 +327,28 @@ def plot_rate_curves(
     return fig
 
 
-def plot_feature_maps(
-    ns: Sequence[int], curves: Mapping[str, np.ndarray], *, history: object, runs: np.ndarray, best: int,
-    own: tuple[int, float], noise_var: float,
-) -> Figure:
-    """Two panels. Left, the training loss of every run of ``history`` (a
-    :class:`~icl_utils.train.TrainHistory` of ``S`` runs), smoothed, with the noise variance dashed. Right, excess
-    ICL risk against the context length ``ns`` for each feature map of ``curves`` (name to shape ``(len(ns),)``),
-    the other runs' curves (rows of ``runs``, shape ``(S, len(ns))``, except row ``best``) as thin lines, and a star
-    at ``own = (n, excess risk)``, the kept model with its own ``Gamma``. Returns the figure."""
-    runs = np.asarray(runs)
-    if runs.ndim != 2 or runs.shape[1] != len(ns) or not 0 <= best < runs.shape[0]:
-        raise ValueError(f"runs must have shape (S, {len(ns)}) and best must index one of its rows")
-    fig, axes = plt.subplots(1, 2, figsize=_size(11, 3.8))
-    plot_training_loss({"pretraining": history}, ax=axes[0], reference={"noise variance": noise_var})
-    plot_lines(np.array(ns), curves, ax=axes[1], xlabel="context length $n$", ylabel="excess ICL risk",
-               logx=True, logy=True)
-    for i, run in enumerate(runs):
-        if i != best:
-            axes[1].plot(ns, run, color="C2", linewidth=0.8, alpha=0.5)
-    axes[1].plot([own[0]], [own[1]], marker="*", markersize=12, color="k", linestyle="none",
-                 label="pretrained, its own $\\Gamma$")
-    axes[1].legend()
-    fig.tight_layout()
+def plot_feature_maps(ns: Sequence[int], curves: Mapping[str, np.ndarray], *, rate: float) -> Figure:
+    """Excess ICL risk against the context length ``ns`` for each feature map of ``curves`` (name to shape
+    ``(len(ns),)``, a line, or ``(S, len(ns))``, runs from ``S`` seeds: their median with the range shaded), and
+    ``n^(-rate)`` dashed in grey through the first curve's last point. Returns the figure."""
+    fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
+    ns = np.asarray(ns, dtype=float)
+    for name, curve in curves.items():
+        curve = np.asarray(curve)
+        if curve.shape[-1] != len(ns) or curve.ndim not in (1, 2):
+            raise ValueError(f"curves[{name!r}] must have shape ({len(ns)},) or (S, {len(ns)}), got {curve.shape}")
+        median = np.median(curve, 0) if curve.ndim == 2 else curve
+        ax.plot(ns, median, marker="o", label=name)
+        if curve.ndim == 2:
+            ax.fill_between(ns, curve.min(0), curve.max(0), color=ax.lines[-1].get_color(), alpha=0.2, linewidth=0)
+    first = np.asarray(next(iter(curves.values())))
+    last = (np.median(first, 0) if first.ndim == 2 else first)[-1]
+    ax.plot(ns, last * (ns / ns[-1]) ** -rate, color="0.5", linestyle="--", label=f"$n^{{-{rate:.2f}}}$")
+    ax.set(xlabel="context length $n$", ylabel="excess ICL risk")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns, [str(int(n)) for n in ns])
+    log_y(ax)
+    ax.legend()
     return fig
 
 

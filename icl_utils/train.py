@@ -447,3 +447,42 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: int = 500, tol: flo
     # a parameter the output does not depend on (GD++'s gamma with one step) has no gradient
     grad_max = max((p.grad.abs().max().item() for p in params if p.grad is not None), default=0.0)
     return FitResult(loss=loss.item(), iterations=optimizer.state[params[0]].get("n_iter", 0), grad_max=grad_max)
+
+
+def fit_features_exact(model: nn.Module, task: object, n: int, *, max_iter: int = 200,
+                       points: int | None = None) -> float:
+    """Pretrain the feature map of linear attention on infinitely many tasks, exactly: full-batch L-BFGS (strong-Wolfe
+    line search, at most ``max_iter`` evaluations) on the parameters of ``model.features`` against the ICL risk at
+    ``n`` examples with the best ``Gamma`` for the current features (:func:`~icl_utils.exact.profiled_attention_risk`,
+    expectations by quadrature on ``points`` nodes), then ``Gamma`` set to that best one. No prompt is sampled, so
+    the loss has no Monte Carlo noise, and a deterministic loss lets L-BFGS take far fewer steps than Adam. Returns the
+    ICL risk at ``n`` of the trained features with that ``Gamma``."""
+    from icl_utils.exact import AttentionMoments, profiled_attention_risk
+    from icl_utils.models.feature_attention import AttentionOnFeatures
+
+    if not isinstance(model, AttentionOnFeatures):
+        raise TypeError(f"model must be linear attention on features (AttentionOnFeatures), got {type(model).__name__}")
+    n = checks.positive_int("n", n)
+    max_iter = checks.positive_int("max_iter", max_iter)
+    params = [p for name, p in model.named_parameters() if name != "gamma" and p.requires_grad]
+    if not params:
+        raise ValueError("model has no feature parameters to train")
+    optimizer = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, history_size=50, line_search_fn="strong_wolfe",
+                                  tolerance_grad=1e-12, tolerance_change=1e-14)
+
+    def closure() -> Tensor:
+        optimizer.zero_grad()
+        loss = profiled_attention_risk(model.features, task, n, points=points)
+        loss.backward()
+        return loss
+
+    model.train()
+    try:
+        optimizer.step(closure)
+    finally:
+        model.eval()
+    _finite_after([model], max_iter)
+    with torch.no_grad():
+        moments = AttentionMoments.of(model.features, task, points=points)
+        model.gamma.copy_(moments.gamma(n).to(model.gamma.dtype))
+        return moments.risk(n, moments.gamma(n)).item()

@@ -21,7 +21,7 @@ from icl_utils.risk import (  # noqa: E402
 )
 from icl_utils.tasks.nonparametric import NonparametricTasks  # noqa: E402
 from icl_utils.tasks.pool import PromptPool  # noqa: E402
-from icl_utils.train import TrainHistory  # noqa: E402
+from icl_utils.train import fit_features_exact  # noqa: E402
 
 
 def test_coefficients_are_the_draws_of_sample_and_have_the_prior_variance():
@@ -198,18 +198,16 @@ def test_plot_rate_curves_draws_a_panel_per_smoothness_with_slopes_in_the_labels
     plt.close(fig)
 
 
-def test_plot_feature_maps_draws_losses_curves_other_runs_and_the_star():
-    history = TrainHistory(losses=np.abs(np.random.default_rng(0).normal(size=(100, 3))) + 0.3, seconds=1.0)
+def test_plot_feature_maps_draws_lines_seed_medians_with_ranges_and_the_rate():
     ns = [16, 64, 256]
-    curves = {"true basis": np.array([0.3, 0.1, 0.03]), "pretrained MLP": np.array([0.4, 0.2, 0.1])}
     runs = np.array([[0.5, 0.3, 0.2], [0.4, 0.2, 0.1], [0.6, 0.4, 0.3]])
-    fig = plotting.plot_feature_maps(ns, curves, history=history, runs=runs, best=1, own=(32, 0.2), noise_var=0.25)
-    left, right = fig.axes
-    assert len(left.lines) == 3 + 1  # three runs and the noise variance
-    assert len(right.lines) == 2 + 2 + 1  # two feature maps, two other runs, the star
-    assert right.lines[-1].get_marker() == "*"
-    with pytest.raises(ValueError, match="runs"):
-        plotting.plot_feature_maps(ns, curves, history=history, runs=runs, best=3, own=(32, 0.2), noise_var=0.25)
+    fig = plotting.plot_feature_maps(ns, {"true basis": np.array([0.3, 0.1, 0.03]), "pretrained": runs}, rate=2 / 3)
+    (ax,) = fig.axes
+    assert len(ax.lines) == 3 and len(ax.collections) == 1  # two curves and the rate; one range
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), [0.5, 0.3, 0.2])  # the median over the seeds
+    np.testing.assert_allclose(ax.lines[2].get_ydata()[-1], 0.03)  # the rate through the first curve's last point
+    with pytest.raises(ValueError, match="curves"):
+        plotting.plot_feature_maps(ns, {"bad": runs[:, :2]}, rate=2 / 3)
     plt.close(fig)
 
 
@@ -235,3 +233,41 @@ def test_plot_task_diversity_styles_attention_and_dmmse():
     assert lines["dMMSE, pool tasks"].get_marker() == "s" and lines["dMMSE, pool tasks"].get_linestyle() == ":"
     assert len(ax.lines) == 4 and ax.get_ylim() == pytest.approx((1e-4, 5))
     plt.close(fig)
+
+
+def test_profiled_attention_risk_is_the_risk_at_the_best_gamma_and_differentiable():
+    from icl_utils.exact import profiled_attention_risk
+
+    task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=16, noise_std=0.5)
+    torch.manual_seed(0)
+    model = MLPAttention(1, 3, hidden=16, input_scale=10.0)  # well-conditioned features: the ridge is negligible
+    moments = AttentionMoments.of(model.features, task, points=512)
+    risk = profiled_attention_risk(model.features, task, 12, points=512)
+    assert risk.item() == pytest.approx(moments.risk(12, moments.gamma(12)).item(), rel=1e-6)
+    risk.backward()
+    weight = model.phi[0].weight
+    assert weight.grad is not None and weight.grad.abs().max() > 0
+    with torch.no_grad():  # the gradient against a finite difference of the risk
+        step = 1e-3 * weight.grad / weight.grad.norm()
+        before = profiled_attention_risk(model.features, task, 12, points=512).item()
+        weight += step
+        after = profiled_attention_risk(model.features, task, 12, points=512).item()
+    assert after - before == pytest.approx((weight.grad * step).sum().item(), rel=0.05)
+
+
+def test_fit_features_exact_lowers_the_risk_towards_the_true_basis_and_sets_gamma():
+    task = NonparametricTasks(dim=2, smoothness=1.0, n_basis=16, noise_std=0.5)
+    torch.manual_seed(0)
+    model = MLPAttention(2, 6, hidden=16, input_scale=5.0)
+    before = best_attention_excess(AttentionMoments.of(model.features, task), [32], task.noise_var)[0]
+    loss = fit_features_exact(model, task, 32, max_iter=60, points=1024)
+    moments = AttentionMoments.of(model.features, task, points=1024)
+    assert loss == pytest.approx(moments.risk(32, model.gamma).item(), rel=1e-5)  # Gamma is the best one
+    after = best_attention_excess(AttentionMoments.of(model.features, task), [32], task.noise_var)[0]
+    true = best_attention_excess(AttentionMoments.of(lambda x: task.features(x)[..., :6], task), [32],
+                                 task.noise_var)[0]
+    assert after < before - 0.5 * (before - true)  # more than half of the way to the first six true functions
+    with pytest.raises(TypeError, match="model"):
+        fit_features_exact(torch.nn.Linear(2, 1), task, 32)
+    with pytest.raises(ValueError, match="max_iter"):
+        fit_features_exact(model, task, 32, max_iter=0)
