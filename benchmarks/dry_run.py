@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 #: The training loops, by module: ``"config"`` for those that take a :class:`~icl_utils.train.TrainConfig` (the
-#: third argument, or ``config=``), ``"steps"`` for those that take ``steps=``.
-LOOPS = {"icl_utils.train": {"train": "config", "train_ensemble": "config"},
+#: third argument, or ``config=``), ``"steps"`` or ``"max_iter"`` for those that take that keyword.
+LOOPS = {"icl_utils.train": {"train": "config", "train_ensemble": "config", "fit_features_exact": "max_iter"},
          "icl_utils.gd": {"gradient_descent": "steps"},
          "icl_utils.dynamics.softmax_attention": {"run_gradient_descent": "steps"}}
 
@@ -78,8 +78,8 @@ def capped_training(steps: int):
                 if _cap is not None:
                     if _how == "config":
                         args, kwargs = _cap_config(args, kwargs, _cap)
-                    elif "steps" in kwargs:
-                        kwargs["steps"] = min(kwargs["steps"], _cap)
+                    elif _how in kwargs:
+                        kwargs[_how] = min(kwargs[_how], _cap)
                 return _loop(*args, **kwargs)
 
             setattr(module, name, capped)

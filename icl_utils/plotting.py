@@ -331,6 +331,10 @@ def plot_feature_maps(ns: Sequence[int], curves: Mapping[str, np.ndarray], *, ra
     """Excess ICL risk against the context length ``ns`` for each feature map of ``curves`` (name to shape
     ``(len(ns),)``, a line, or ``(S, len(ns))``, runs from ``S`` seeds: their median with the range shaded), and
     ``n^(-rate)`` dashed in grey through the first curve's last point. Returns the figure."""
+    if not curves:
+        raise ValueError("curves must name at least one feature map")
+    if not isinstance(rate, (int, float)) or not rate > 0:
+        raise ValueError(f"rate must be a positive number, got {rate!r}")
     fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
     ns = np.asarray(ns, dtype=float)
     for name, curve in curves.items():
@@ -358,11 +362,17 @@ def plot_pretraining_sets(curves: Mapping[str, Mapping[str, np.ndarray]], *, noi
     ``empirical`` (the risk on the pool, shape ``(K, pools)``) and ``gap`` (the expected risk on new tasks over
     that of ``Gamma*``, minus one, shape ``(K, pools)``). Left, the empirical risk (median, noise variance dashed);
     right, the gap (median and range over the pools, log-log) with the prediction ``N^2 / T`` dashed."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=_size(6.7, 3.4))
+    if not curves:
+        raise ValueError("curves must name at least one setting")
     for label, c in curves.items():
         ratio, emp, gap = (np.asarray(c[k]) for k in ("ratio", "empirical", "gap"))
         if emp.shape != gap.shape or emp.ndim != 2 or emp.shape[0] != len(ratio):
             raise ValueError(f"curves[{label!r}]: empirical and gap must have shape ({len(ratio)}, pools)")
+        if not (ratio > 0).all():
+            raise ValueError(f"curves[{label!r}]: ratio must be positive (a log axis)")
+    fig, (left, right) = plt.subplots(1, 2, figsize=_size(6.7, 3.4))
+    for label, c in curves.items():
+        ratio, emp, gap = (np.asarray(c[k]) for k in ("ratio", "empirical", "gap"))
         left.plot(ratio, np.median(emp, 1), marker="o", label=label)
         right.plot(ratio, np.median(gap, 1), marker="o", label=label)
         right.fill_between(ratio, gap.min(1), gap.max(1), color=right.lines[-1].get_color(), alpha=0.2, linewidth=0)

@@ -195,6 +195,7 @@ def gamma_erm_risks(
     if not isinstance(model, AttentionOnFeatures):
         raise TypeError(f"model must be linear attention on features (an AttentionOnFeatures), got "
                         f"{type(model).__name__}")
+    checks.task_family(task)
     n = checks.positive_int("n", n)
     sizes = [checks.positive_int("sizes", t) for t in checks.sequence("sizes", sizes)]
     repeats = checks.positive_int("repeats", repeats)

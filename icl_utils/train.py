@@ -452,7 +452,7 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: int = 500, tol: flo
 def fit_features_exact(model: nn.Module, task: object, n: int, *, max_iter: int = 200,
                        points: int | None = None) -> float:
     """Pretrain the feature map of linear attention on infinitely many tasks, exactly: full-batch L-BFGS (strong-Wolfe
-    line search, at most ``max_iter`` evaluations) on the parameters of ``model.features`` against the ICL risk at
+    line search, at most ``max_iter`` iterations) on the parameters of ``model.features`` against the ICL risk at
     ``n`` examples with the best ``Gamma`` for the current features (:func:`~icl_utils.exact.profiled_attention_risk`,
     expectations by quadrature on ``points`` nodes), then ``Gamma`` set to that best one. No prompt is sampled, so
     the loss has no Monte Carlo noise, and a deterministic loss lets L-BFGS take far fewer steps than Adam. Returns the

@@ -164,3 +164,15 @@ def test_dry_run_caps_training_reports_each_cell_and_restores_what_it_changed(tm
     assert (tr.train, tr.train_ensemble, gd.gradient_descent, sa.run_gradient_descent) == originals
     records = dry_run.run_cells(notebook)  # the loops are restored: full budgets again
     assert [r["status"][:9] for r in records] == ["ok", "ok", "ERROR Key", "ok"]
+
+
+def test_dry_run_caps_the_iterations_of_exact_pretraining(monkeypatch):
+    """fit_features_exact (chapter 1) takes max_iter, not steps or a config: the dry run caps that too."""
+    import icl_utils.train as tr
+
+    seen = []
+    monkeypatch.setattr(tr, "fit_features_exact", lambda *args, **kwargs: seen.append(kwargs["max_iter"]))
+    with dry_run.capped_training(7):
+        tr.fit_features_exact(None, None, 4, max_iter=120)
+    tr.fit_features_exact(None, None, 4, max_iter=120)
+    assert seen == [7, 120]

@@ -194,8 +194,9 @@ class NonparametricTasks:
         xs = torch.rand(batch, n + 1, self.dim, generator=generator, device=dev)
         weights = weights.to(dev, torch.float32)
         # Labelled a chunk of prompts at a time, so that the basis-function values of a large pool never
-        # materialize at once.
-        chunk = config.prompts_per_chunk((n + 1) * self.n_basis)
+        # materialize at once; B-splines hold a value per axis and 2^order temporaries per function and point.
+        per_point = self.n_basis * (self.dim * 2**self.order if self.basis == "bspline" else 1)
+        chunk = config.prompts_per_chunk((n + 1) * per_point)
         ys = torch.cat([torch.einsum("bnj,bj->bn", self.features(xs[i : i + chunk]), weights[i : i + chunk])
                         for i in range(0, batch, chunk)])
         if self.noise_std > 0:
