@@ -384,7 +384,7 @@ def plot_pretraining_sets(curves: Mapping[str, Mapping[str, np.ndarray]], *, noi
     (line,) = right.plot(grid, 1 / grid, color="k", linestyle="--", label="$N^2 / T$")
     right.set(xscale="log", yscale="log", xlabel="$T / N^2$",
               ylabel="$\\mathcal{R}(\\hat\\Gamma_T) / \\mathcal{R}(\\Gamma^*) - 1$")
-    left.legend()
+    left.legend(loc="lower right")  # the curves rise to the upper right
     right.legend(handles=[line])
     fig.tight_layout()
     return fig
