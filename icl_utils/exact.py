@@ -139,7 +139,7 @@ class AttentionMoments:
 
 
 def _moments(features: Callable[[Tensor], Tensor], task: object, prior_cov: Tensor | None,
-         points: int | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+             points: int | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``E y^2``, ``C``, ``G`` and ``W`` of :class:`AttentionMoments`, in float64 on the CPU, differentiable in the
     parameters of ``features`` where autograd is on."""
     if not isinstance(task, NonparametricTasks):

@@ -21,6 +21,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from icl_utils import checks
 from icl_utils.config import progress_bar
+from icl_utils.exact import AttentionMoments, profiled_attention_risk
+from icl_utils.models.feature_attention import AttentionOnFeatures
 from icl_utils.prompts import Prompt, TaskFamily, squared_errors
 
 
@@ -457,9 +459,6 @@ def fit_features_exact(model: nn.Module, task: object, n: int, *, max_iter: int 
     expectations by quadrature on ``points`` nodes), then ``Gamma`` set to that best one. No prompt is sampled, so
     the loss has no Monte Carlo noise, and a deterministic loss lets L-BFGS take far fewer steps than Adam. Returns the
     ICL risk at ``n`` of the trained features with that ``Gamma``."""
-    from icl_utils.exact import AttentionMoments, profiled_attention_risk
-    from icl_utils.models.feature_attention import AttentionOnFeatures
-
     if not isinstance(model, AttentionOnFeatures):
         raise TypeError(f"model must be linear attention on features (AttentionOnFeatures), got {type(model).__name__}")
     n = checks.positive_int("n", n)
