@@ -483,5 +483,6 @@ def fit_features_exact(model: nn.Module, task: object, n: int, *, max_iter: int 
     _finite_after([model], max_iter)
     with torch.no_grad():
         moments = AttentionMoments.of(model.features, task, points=points)
-        model.gamma.copy_(moments.gamma(n).to(model.gamma.dtype))
-        return moments.risk(n, moments.gamma(n)).item()
+        best = moments.gamma(n)
+        model.gamma.copy_(best.to(model.gamma.dtype))
+        return moments.risk(n, best).item()
