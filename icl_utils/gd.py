@@ -60,7 +60,7 @@ def gradient_descent(
     lr: float | Mapping[str, float],
     record: Callable[[Params], dict[str, Tensor]] | None = None,
     record_every: int = 1,
-    hook: Callable[[int, Params, float], None] | None = None,
+    hook: Callable[[int, Params, Tensor], None] | None = None,
     until: Callable[[dict[str, np.ndarray]], bool] | None = None,
     progress: bool = True,
     desc: str = "gradient descent",
@@ -70,14 +70,13 @@ def gradient_descent(
     ``init`` is a tensor or a dict of named tensors; ``loss_fn``, ``record`` and ``hook`` receive the parameters in
     the same form, and ``lr`` is one step size or a dict of them, one per block. ``record(theta)`` returns the
     quantities to keep (default: the loss), every ``record_every`` steps and at the end. ``hook(step, theta,
-    loss)``, if given, runs after every step and may change ``theta`` in place (chapter 2's birth-death and
-    perturbation). ``until(recorded)``, if given, sees every record (a dict of numpy arrays) and stops the descent
+    loss)``, if given, runs after every step with that step's loss (a tensor on the device) and may change
+    ``theta`` in place (chapter 2's birth-death and perturbation). ``until(recorded)``, if given, sees every record (a dict of numpy arrays) and stops the descent
     at the first one where it returns True: the history then ends there. Returns the final parameters, in the form
     of ``init``, and the history.
 
     The losses stay on the device and are checked at each record: a NaN or infinite loss raises a
-    ``FloatingPointError`` naming the first such step, without a host sync at every step (one per record, or per
-    step when a ``hook`` needs the loss as a number).
+    ``FloatingPointError`` naming the first such step, without a host sync at every step (one per record).
     """
     if not callable(loss_fn):
         raise TypeError("loss_fn must be callable on the parameters")
@@ -154,10 +153,8 @@ def gradient_descent(
             losses[step] = loss.detach()
             for (name, p), g in zip(params.items(), grads):
                 p -= sizes[name] * g
-            if hook is not None:
-                value = loss.item()
-                check_finite(step + 1)
-                hook(step, theta, value)
+            if hook is not None:  # the loss as a tensor: a hook that needs a number syncs when it needs one
+                hook(step, theta, losses[step])
     if not stopped:
         keep(steps)
     history = GDHistory(steps=np.asarray(kept_steps), records={k: np.stack(v) for k, v in kept.items()})

@@ -437,35 +437,28 @@ def plot_task_diversity(
 MODEL_COLORS = {"attention": PALETTE[0], "static": PALETTE[1], "modified": PALETTE[2]}
 
 
+def _median_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
+    """A line for ``values`` (``(len(xs),)``), or for several students ``(len(xs), S)`` their median with the
+    range over students as a band."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim == 1:
+        ax.plot(xs, values, **style)
+        return
+    ax.plot(xs, np.median(values, axis=1), **style)
+    ax.fill_between(xs, values.min(1), values.max(1), color=ax.lines[-1].get_color(), alpha=0.15, linewidth=0)
+
+
 def plot_model_losses(steps: np.ndarray, losses: Mapping[str, np.ndarray], *, ax: Axes | None = None,
                       ylabel: str = "loss", title: str | None = None) -> Axes:
     """The training loss of several mean-field models against gradient step, on a log scale: ``losses`` maps a
-    model's name (``"attention"``, ``"static"``, ``"modified"``) to its recorded losses, shape ``(len(steps),)``;
-    the modified model is dashed, since it often runs on top of the static one."""
-    styles = {name: dict(color=MODEL_COLORS.get(name), linestyle="--" if name == "modified" else "-")
-              for name in losses}
-    ax = plot_lines(steps, losses, ax=ax, xlabel="gradient step", ylabel=ylabel, logy=True, styles=styles)
-    if title is not None:
-        ax.set_title(title)
-    return ax
-
-
-def plot_losses_from_starts(runs: Mapping[tuple[str, str], object], *, ax: Axes | None = None,
-                            marked: tuple[str, str] = ("modified", "saddle"), title: str | None = None) -> Axes:
-    """Training losses of models from several starts on a log scale: ``runs`` maps ``(model, start)`` to a run
-    with ``steps``, ``losses`` (same shape) and ``events`` (steps), such as
-    :class:`icl_utils.dynamics.mean_field.MeanFieldRun`. Colour is the model, a solid line the first start and a
-    dotted one the others; dots on the ``marked`` run are its ``events`` (the modified dynamics' interventions)."""
+    model's name (``"attention"``, ``"static"``, ``"modified"``, or an ablation) to its recorded losses, shape
+    ``(len(steps),)`` or ``(len(steps), S)`` for ``S`` students (then the median, and the range as a band); the
+    modified model is dashed, since it often runs on top of the static one."""
     ax = ax if ax is not None else plt.gca()
-    first_start = next(iter(runs))[1] if runs else None
-    for (name, start), run in runs.items():
-        color = MODEL_COLORS.get(name)
-        ax.plot(run.steps, run.losses, color=color, linestyle="-" if start == first_start else ":",
-                label=f"{name}, from {start}")
-        if (name, start) == tuple(marked) and run.events:
-            events = np.asarray(run.events)
-            ax.plot(events, np.interp(events, run.steps, run.losses), "o", color=color, markersize=4)
-    ax.set(xlabel="gradient step", ylabel="loss")
+    for i, (name, values) in enumerate(losses.items()):
+        color = MODEL_COLORS.get(name, PALETTE[(3 + i) % len(PALETTE)])
+        _median_band(ax, steps, values, color=color, linestyle="--" if name == "modified" else "-", label=name)
+    ax.set(xlabel="gradient step", ylabel=ylabel)
     log_y(ax)
     if title is not None:
         ax.set_title(title)
@@ -473,37 +466,45 @@ def plot_losses_from_starts(runs: Mapping[tuple[str, str], object], *, ax: Axes 
     return ax
 
 
-def plot_saddle_escape(escape: object, *, ax: Axes | None = None, title: str | None = None) -> Axes:
-    """The particles' spread against gradient step (log scale) with its fitted exponential (dashed) on the loss
-    plateau, and the loss itself in grey on a second axis. ``escape`` is a
-    :class:`icl_utils.dynamics.mean_field.SaddleEscape` (arrays ``steps``, ``spread``, ``loss`` of one length, the
-    fit's ``window``, ``rate`` and ``fitted()``)."""
+def plot_escape_times(noise: np.ndarray, escapes: Mapping[str, np.ndarray], *, steps: int, ax: Axes | None = None,
+                      title: str | None = None) -> Axes:
+    """When each variant of the dynamics leaves a saddle (its loss halves) against the size of the start's
+    deviation from it: ``noise`` (``(S,)``, positive; a zero is drawn at the left edge as "exactly at the
+    saddle"), ``escapes`` maps a variant to its escape steps ``(S,)`` (``inf``: not within the run of ``steps``,
+    drawn at the top)."""
     ax = ax if ax is not None else plt.gca()
-    ax.plot(escape.steps, escape.spread, color=MODEL_COLORS["static"], label="spread of the neurons")
-    ax.plot(escape.steps[escape.window], escape.fitted(), "k--", label=f"exp({escape.rate:.4f} t)")
-    ax.set(xlabel="gradient step", ylabel="spread")
-    log_y(ax)
+    noise = np.asarray(noise, dtype=float)
+    positive = noise[noise > 0]
+    exact = positive.min() * 1e-4 if positive.size else 1.0
+    xs = np.where(noise > 0, noise, exact)
+    for i, (name, values) in enumerate(escapes.items()):
+        values = np.minimum(np.asarray(values, dtype=float), steps)
+        ax.plot(xs, values, marker="o", color=MODEL_COLORS.get(name, PALETTE[(3 + i) % len(PALETTE)]), label=name,
+                markersize=4, linestyle="--" if name == "modified" else "-")
+    ax.axhline(steps, color="0.6", linewidth=1)
+    ax.set_xscale("log")
+    ax.invert_xaxis()
+    if (noise == 0).any():
+        ticks = [exact, *positive]
+        ax.set_xticks(ticks, ["0", *(f"1e{int(np.round(np.log10(v)))}" for v in positive)])
+    ax.set(xlabel="distance from the saddle", ylabel="step where the loss halves")
     if title is not None:
         ax.set_title(title)
-    twin = ax.twinx()
-    twin.plot(escape.steps, escape.loss, color="0.5", linewidth=1, label="loss")
-    twin.set_ylabel("loss", color="0.5")
-    twin.grid(False)
-    ax.legend(loc="center right")
+    ax.legend()
     return ax
 
 
-def plot_mean_field_training(runs: Mapping[str, object], runs_from_starts: Mapping[tuple[str, str], object],
-                             escape: object, *, figsize: tuple[float, float] = (14, 3.8)) -> plt.Figure:
-    """Three panels: (a) the losses of ``runs`` (model name to a run with ``steps`` and ``losses``) on a
-    nondegenerate teacher (:func:`plot_model_losses`); (b) ``runs_from_starts`` on a degenerate teacher
-    (:func:`plot_losses_from_starts`); the plain flow's escape from the saddle (:func:`plot_saddle_escape`)."""
+def plot_mean_field_training(steps: np.ndarray, losses_a: Mapping[str, np.ndarray],
+                             losses_b: Mapping[str, np.ndarray], noise: np.ndarray,
+                             escapes: Mapping[str, np.ndarray], *, saddle_steps: int,
+                             figsize: tuple[float, float] = (15, 4.4)) -> plt.Figure:
+    """Three panels: (a) the models' losses on a nondegenerate teacher and (b) on a degenerate one
+    (:func:`plot_model_losses`, medians over students with their range), and the escape from a saddle
+    (:func:`plot_escape_times`)."""
     fig, axes = plt.subplots(1, 3, figsize=_size(*figsize))
-    steps = next(iter(runs.values())).steps
-    plot_model_losses(steps, {name: r.losses for name, r in runs.items()}, ax=axes[0],
-                      title="(a) nondegenerate teacher")
-    plot_losses_from_starts(runs_from_starts, ax=axes[1], title="(b) degenerate teacher")
-    plot_saddle_escape(escape, ax=axes[2], title="escape from the saddle (static)")
+    plot_model_losses(steps, losses_a, ax=axes[0], title="(a) teacher of rank k")
+    plot_model_losses(steps, losses_b, ax=axes[1], title="(b) rank k - 1, random start")
+    plot_escape_times(noise, escapes, steps=saddle_steps, ax=axes[2], title="(b) rank k - 1, saddle")
     fig.tight_layout()
     return fig
 
@@ -512,13 +513,14 @@ def plot_readout_errors(steps: np.ndarray, learned: Mapping[str, np.ndarray], ra
                         teacher: Mapping[str, float], *, titles: Mapping[str, str] | None = None,
                         figsize: tuple[float, float] | None = None) -> plt.Figure:
     """One panel per task (the keys of ``learned``): the relative error of the best readout from the learned
-    features along training (``learned[task]``, shape ``(len(steps),)``), the range over random feature maps
-    (a grey band, ``random[task]`` of any length) and the teacher's features (``teacher[task]``, dashed)."""
+    features along training (``learned[task]``, ``(len(steps),)`` or ``(len(steps), S)`` for ``S`` students,
+    then their median and range), the range over random feature maps (a grey band, ``random[task]`` of any
+    length) and the teacher's features (``teacher[task]``, dashed)."""
     if set(random) != set(learned) or set(teacher) != set(learned):
         raise ValueError("learned, random and teacher must name the same tasks")
     fig, axes = plt.subplots(1, len(learned), figsize=_size(*(figsize or (5.5 * len(learned), 3.6))), squeeze=False)
     for ax, name in zip(axes[0], learned):
-        ax.plot(steps, learned[name], color=MODEL_COLORS["static"], label="learned features")
+        _median_band(ax, steps, learned[name], color=MODEL_COLORS["static"], label="learned features")
         ax.axhspan(np.min(random[name]), np.max(random[name]), color="0.8", label="random features")
         ax.axhline(teacher[name], color="k", linestyle="--", linewidth=1, label="teacher features")
         ax.set(xlabel="gradient step", ylabel="relative test error", title=f"task {(titles or {}).get(name, name)}")

@@ -21,15 +21,16 @@ D, K, M = 5, 2, 8
 @pytest.fixture
 def problem():
     teacher = TeacherFeatures(dim=D, k=K, width=6, seed=3, n_whiten=4096)
-    x = teacher.inputs(512, torch.Generator().manual_seed(1)).double()
+    data = mf.FeaturePrompts.sample(teacher, 16, 32, torch.Generator().manual_seed(1), torch.float64)
+    x, f = data.inputs()
     init = mf.init_particles(M, D, K, torch.Generator().manual_seed(2)).double()
-    return teacher, x, teacher.features(x), init
+    return teacher, x, f, init, data
 
 
 def test_attention_model_matches_descent_on_the_flattened_vector(problem):
     """Named blocks with their own step sizes give bitwise the update of one vector with per-coordinate steps."""
-    _, x, f, init = problem
-    run = mf.run_gradient_descent("attention", f, x, init, steps=5, eta=0.2, gamma_lr=5.0, progress=False)
+    _, x, f, init, data = problem
+    run = mf.run_gradient_descent("attention", data, init, steps=5, eta=0.2, gamma_lr=5.0, progress=False)
     size = init.numel()
     theta = torch.cat([init.flatten(), torch.eye(K, dtype=init.dtype).flatten()])
     lr = torch.cat([torch.full((size,), 0.2 * M, dtype=init.dtype), torch.full((K * K,), 5.0, dtype=init.dtype)])
@@ -42,10 +43,24 @@ def test_attention_model_matches_descent_on_the_flattened_vector(problem):
     assert run.events == [] and len(run.losses) == len(run.steps) == 2  # steps 0 and 5
 
 
-@pytest.mark.filterwarnings("ignore:Sigma_mu,mu is nearly singular")  # the flat start's features are collinear
+def test_students_trained_together_are_trained_as_alone(problem):
+    """Full batch: a stack of S students follows exactly the S runs alone; with SGD each student draws its own."""
+    _, x, f, init, data = problem
+    stack = torch.stack([init, mf.init_particles(M, D, K, torch.Generator().manual_seed(9)).double()])
+    together = mf.run_gradient_descent("static", data, stack, steps=10, eta=0.2, record_every=5, progress=False)
+    for s in range(2):
+        alone = mf.run_gradient_descent("static", data, stack[s], steps=10, eta=0.2, record_every=5, progress=False)
+        torch.testing.assert_close(together.particles[s], alone.particles, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(together.losses[:, s], alone.losses, rtol=1e-10)
+    same = torch.stack([init, init])
+    sgd = mf.run_gradient_descent("attention", data, same, steps=10, eta=0.2, batch=2, gamma_lr=1.0,
+                                  generator=torch.Generator().manual_seed(3), progress=False)
+    assert sgd.losses.shape == (2, 2) and not torch.equal(sgd.particles[0], sgd.particles[1])
+
+
 def test_static_and_modified_models(problem):
-    _, x, f, init = problem
-    static = mf.run_gradient_descent("static", f, x, init, steps=20, eta=0.2, record_every=10, progress=False)
+    _, x, f, init, data = problem
+    static = mf.run_gradient_descent("static", data, init, steps=20, eta=0.2, record_every=10, progress=False)
     assert static.gamma is None and static.events == [] and list(static.steps) == [0, 10, 20]
     assert static.losses[-1] < static.losses[0]
     manual = init.clone()
@@ -54,11 +69,14 @@ def test_static_and_modified_models(problem):
         (grad,) = torch.autograd.grad(mf.static_loss(manual, f, x, K), manual)
         manual = (manual - 0.2 * M * grad).detach()
     torch.testing.assert_close(static.particles, manual, rtol=0, atol=1e-12)
-    # a flat start (all neurons equal) stalls, so the modified dynamics intervene after `patience` steps
+    # a flat start (all neurons equal) stalls, so the modified dynamics intervene at the second check
     flat = init[:1].repeat(M, 1)
     g = torch.Generator().manual_seed(7)
-    modified = mf.run_gradient_descent("modified", f, x, flat, steps=105, eta=1e-6, generator=g, progress=False)
-    assert modified.events == [100]
+    with pytest.warns(RuntimeWarning, match="nearly singular") as caught:
+        modified = mf.run_gradient_descent("modified", data, flat, steps=205, eta=1e-6, generator=g,
+                                           record_every=10, progress=False)
+    assert modified.events == [(200, 0)]
+    assert len([w for w in caught if "nearly singular" in str(w.message)]) == 1  # once per run, not per record
 
 
 @pytest.mark.parametrize(
@@ -68,27 +86,32 @@ def test_static_and_modified_models(problem):
         (dict(model="attention"), ValueError, "gamma_lr must be given"),
         (dict(model="attention", gamma_lr=1.0, record=lambda t: {}), ValueError, "record is for the static"),
         (dict(model="modified"), TypeError, "generator must be a torch.Generator"),
+        (dict(model="static", batch=4), TypeError, "generator must be a torch.Generator"),
         (dict(model="static", eta=0.0), ValueError, "eta must be > 0"),
         (dict(model="static", init=torch.zeros(4, D + 1)), ValueError, "particles must be a tensor of shape"),
+        (dict(model="static", data=torch.zeros(4, 3)), TypeError, "data must be a FeaturePrompts"),
     ],
 )
 def test_run_gradient_descent_checks_its_arguments(problem, kwargs, error, match):
-    _, x, f, init = problem
-    args = dict(init=init, eta=0.1) | kwargs
-    model, init = args.pop("model"), args.pop("init")
+    _, x, f, init, data = problem
+    args = dict(init=init, eta=0.1, data=data) | kwargs
+    model, init, data = args.pop("model"), args.pop("init"), args.pop("data")
     with pytest.raises(error, match=match):
-        mf.run_gradient_descent(model, f, x, init, steps=2, progress=False, **args)
+        mf.run_gradient_descent(model, data, init, steps=2, progress=False, **args)
 
 
-def test_particle_spread_and_escape_step():
+def test_particle_spread_and_escape_steps():
     p = torch.tensor([[0.0, 0.0], [2.0, 0.0]])
     assert mf.particle_spread(p).item() == pytest.approx(1.0)  # each row at distance 1 from the mean (1, 0)
     assert mf.particle_spread(p[:1].repeat(5, 1)).item() == 0.0
-    history = GDHistory(steps=np.array([0, 10, 20, 30]), records={"loss": np.array([4.0, 3.0, 1.9, 1.0])})
-    assert mf.escape_step(history) == 20
-    assert mf.escape_step(GDHistory(steps=np.array([0, 1]), records={"loss": np.array([1.0, 0.9])})) is None
+    four = torch.tensor([[0.0, 0.0], [0.0, 0.0], [5.0, 5.0], [5.0, 5.0]])
+    assert mf.particle_spread(four, torch.tensor([0, 0, 1, 1])).item() == 0.0  # coincident within each group
+    assert mf.particle_spread(torch.stack([p, 2 * p])).tolist() == pytest.approx([1.0, 2.0])
+    history = GDHistory(steps=np.array([0, 10, 20, 30]),
+                        records={"loss": np.array([[4.0, 1.0], [3.0, 1.0], [1.9, 0.9], [1.0, 0.9]])})
+    np.testing.assert_array_equal(mf.escape_steps(history), [20, np.inf])
     with pytest.raises(TypeError, match="GDHistory"):
-        mf.escape_step({"loss": [1.0]})
+        mf.escape_steps({"loss": [1.0]})
 
 
 def test_fit_saddle_escape_recovers_an_exponential_on_the_plateau():
@@ -106,7 +129,7 @@ def test_fit_saddle_escape_recovers_an_exponential_on_the_plateau():
 
 
 def test_mixture_is_the_mixed_network_and_the_path_ends_at_zero(problem):
-    teacher, x, f, init = problem
+    teacher, x, f, init, _ = problem
     rotation = torch.linalg.qr(torch.randn(K, K, generator=torch.Generator().manual_seed(4), dtype=torch.float64))[0]
     s = 0.3
     mixed = sigmoid_network(mf.mixture(init, teacher.particles, s, rotation), x, K)
@@ -119,9 +142,11 @@ def test_mixture_is_the_mixed_network_and_the_path_ends_at_zero(problem):
 
 
 def test_readout_error_of_a_readable_and_an_unreadable_task(problem):
-    _, x, _, init = problem
+    _, x, _, init, _ = problem
     h = sigmoid_network(init, x, K)
-    assert mf.readout_error(init, 3.0 + h @ torch.tensor([1.0, -2.0], dtype=h.dtype), x) < 1e-6  # affine in h (up to the ridge)
+    assert mf.readout_error(init, h @ torch.tensor([1.0, -2.0], dtype=h.dtype), x) < 1e-6  # linear in h
+    ones = torch.ones(len(x), dtype=h.dtype)
+    assert mf.readout_error(init, ones, x) > 1e-3  # no free constant: a constant is read only through the features
     noise = torch.randn(len(x), generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     assert 0.9 < mf.readout_error(init, noise, x) <= 1.0  # independent of x: nothing to read out
     with pytest.raises(ValueError, match="g must be a tensor of shape"):
@@ -129,22 +154,18 @@ def test_readout_error_of_a_readable_and_an_unreadable_task(problem):
 
 
 def test_figures_draw_what_they_show(problem):
-    _, x, f, init = problem
-    runs = {name: mf.run_gradient_descent(name, f, x, init, steps=20, eta=0.2, gamma_lr=5.0,
-                                          generator=torch.Generator().manual_seed(6), progress=False)
-            for name in mf.MODELS}
     steps = np.arange(0, 40, 10)
-    spread = 1e-6 * np.exp(0.03 * steps)
-    history = GDHistory(steps=steps, records={"loss": np.array([2.0] * 3 + [0.1]), "spread": spread})
-    runs_b = {("static", "saddle"): mf.MeanFieldRun(init, None, history, []),
-              ("modified", "saddle"): mf.MeanFieldRun(init, None, history, [15])}
-    fig = plot_mean_field_training(runs, runs_b, mf.SaddleEscape(steps, history.records["loss"], spread, 3, 0.03,
-                                                                 np.log(1e-6), 1.0))
-    a, b, c, twin = fig.axes
+    losses = {name: np.ones((4, 3)) for name in mf.MODELS}
+    fig = plot_mean_field_training(steps, losses, {"static": np.ones((4, 3)), "modified": np.ones((4, 3))},
+                                   np.array([1e-4, 1e-8, 0.0]), {"static": np.array([10.0, 20.0, np.inf]),
+                                                                 "perturbation only": np.array([5.0, 5.0, 5.0])},
+                                   saddle_steps=30)
+    a, b, c = fig.axes
     assert [line.get_label() for line in a.get_lines()] == list(mf.MODELS)
-    assert a.get_lines()[2].get_linestyle() == "--"
-    assert len(b.get_lines()) == 3  # two runs and the dots of the modified run's event
-    assert len(c.get_lines()) == 2 and len(twin.get_lines()) == 1 and "0.0300" in c.get_lines()[1].get_label()
+    assert a.get_lines()[2].get_linestyle() == "--" and len(a.collections) == 3  # medians with their bands
+    assert len(b.get_lines()) == 2
+    assert c.get_lines()[0].get_ydata().tolist() == [10.0, 20.0, 30.0]  # never escaped: drawn at the run's end
+    assert [t.get_text() for t in c.get_xticklabels()] == ["0", "1e-4", "1e-8"]
     plt.close(fig)
     ax = plot_model_losses(np.arange(3), {"static": np.ones(3)}, ylabel="excess")
     assert ax.get_ylabel() == "excess" and ax.get_yscale() == "log"

@@ -7,11 +7,19 @@ import torch
 
 from icl_utils.dynamics.mean_field import (
     BirthDeathPerturbation,
+    FeaturePrompts,
     attention_loss,
+    critical_point,
+    descent_rotation,
     gp_perturbation,
+    icl_loss,
     init_particles,
+    mixture,
+    near_singular,
     optimal_gamma,
+    potential_hessians,
     static_loss,
+    velocity,
 )
 from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
 from icl_utils.gd import gradient_descent
@@ -71,24 +79,79 @@ def test_misspecified_loss_is_bounded_by_the_pca_error():
         assert static_loss(particles, f, x, K) >= bound - 1e-9
 
 
-def test_degenerate_student_covariance_warns_instead_of_nan(sample):
+def test_degenerate_student_covariance_gets_a_ridge_and_is_detected(sample):
     _, x, f = sample
     same = init_particles(1, D, K, torch.Generator().manual_seed(0)).double().repeat(16, 1)  # Sigma_mu,mu of rank 1
-    with pytest.warns(RuntimeWarning, match="nearly singular"):
-        loss = static_loss(same, f, x, K)
+    loss = static_loss(same, f, x, K)
     assert torch.isfinite(loss) and 0 < loss < K + 0.1
+    assert near_singular(same, x, K)
+    assert not near_singular(init_particles(16, D, K, torch.Generator().manual_seed(0)).double(), x, K)
 
 
-def test_a_run_through_degenerate_covariances_warns_once(sample):
-    # Python shows a warning once per call site and text, so a text with changing numbers would show at every
-    # step of a run: five different degenerate students must give one warning.
+def test_stacked_students_give_the_losses_of_each(sample):
+    """S students as one (S, M, p) tensor: each loss is that student's own, for both losses."""
     _, x, f = sample
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")
-        for seed in range(5):
-            same = init_particles(1, D, K, torch.Generator().manual_seed(seed)).double().repeat(16, 1)
-            static_loss(same, f, x, K)
-    assert [str(w.message)[:30] for w in caught] == ["Sigma_mu,mu is nearly singular"]
+    stack = init_particles(8, D, K, torch.Generator().manual_seed(1), seeds=3).double()
+    gamma = torch.randn(3, K, K, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    torch.testing.assert_close(static_loss(stack, f, x, K), torch.stack([static_loss(p, f, x, K) for p in stack]))
+    torch.testing.assert_close(attention_loss(stack, gamma, f, x),
+                               torch.stack([attention_loss(p, g, f, x) for p, g in zip(stack, gamma)]))
+
+
+def test_icl_loss_is_the_leave_one_out_prompt_error_and_tends_to_the_population_loss(sample):
+    teacher, x, f = sample
+    gen = torch.Generator().manual_seed(3)
+    particles = init_particles(8, D, K, gen).double()
+    gamma = torch.eye(K, dtype=torch.float64) * 30
+    data = FeaturePrompts.sample(teacher, 3, 5, gen, torch.float64)
+    h = sigmoid_network(particles, data.x, K)  # (3, 5, K)
+    manual = []
+    for b in range(3):
+        for j in range(5):
+            others = [i for i in range(5) if i != j]
+            context = (data.y[b, others, None] * h[b, others]).mean(0)
+            manual.append((data.y[b, j] - context @ gamma @ h[b, j]) ** 2)
+    torch.testing.assert_close(icl_loss(particles, gamma, data.x, data.y), torch.stack(manual).mean())
+    long = FeaturePrompts.sample(teacher, 200, 400, gen, torch.float64)  # long prompts: close to the infinite-prompt loss
+    pop = attention_loss(particles, gamma, f, x)
+    assert abs(icl_loss(particles, gamma, long.x, long.y) / pop - 1) < 0.1
+
+
+def test_critical_point_has_zero_velocity_and_negative_splitting_curvature(sample):
+    _, x, f = sample
+    small = critical_point(init_particles(3, D, K, torch.Generator().manual_seed(4)).double(), f, x)
+    start = velocity(init_particles(3, D, K, torch.Generator().manual_seed(4)).double(), f, x, K).norm(dim=1).max()
+    saddle = small.repeat_interleave(4, 0)
+    assert velocity(saddle, f, x, K).norm(dim=1).max() < 1e-4 * start
+    assert static_loss(saddle, f, x, K) > 1e-3  # not a global minimum ...
+    assert torch.linalg.eigvalsh(potential_hessians(saddle, f, x, K))[:, 0].min() < 0  # ... so a saddle
+    # splitting a repeated neuron along that eigenvector lowers the loss at second order
+    hess = potential_hessians(small, f, x, K)
+    evals, evecs = torch.linalg.eigh(hess)
+    j = int(evals[:, 0].argmin())
+    split = saddle.clone()
+    eps = 1e-3
+    split[4 * j: 4 * j + 2] += eps * evecs[j, :, 0]
+    split[4 * j + 2: 4 * j + 4] -= eps * evecs[j, :, 0]
+    change = static_loss(split, f, x, K) - static_loss(saddle, f, x, K)
+    predicted = 0.5 * eps**2 * evals[j, 0] * 4 / len(saddle)  # (1/2) eps^2 u^T H u times the cluster's mass
+    assert change < 0 and abs(change / predicted - 1) < 0.05
+
+
+def test_descent_rotation_gives_the_steepest_mixture_slope(sample):
+    teacher, x, f = sample
+    student = init_particles(16, D, K, torch.Generator().manual_seed(5)).double()
+    best = descent_rotation(student, f, x)
+    assert torch.linalg.matrix_norm(best, ord=2) < 1 + 1e-9
+
+    def slope(rotation):
+        s = 1e-6
+        return ((static_loss(mixture(student, teacher.particles, s, rotation), f, x, K)
+                 - static_loss(student, f, x, K)) / s).item()
+
+    gen = torch.Generator().manual_seed(6)
+    others = [torch.linalg.qr(torch.randn(K, K, generator=gen, dtype=torch.float64))[0] for _ in range(20)]
+    assert slope(best) < 0 and all(slope(best) <= slope(r) + 1e-6 for r in others)
 
 
 def test_gp_perturbation_moves_nearby_particles_together():
@@ -96,20 +159,30 @@ def test_gp_perturbation_moves_nearby_particles_together():
     p = torch.randn(5, 4, generator=gen, dtype=torch.float64) * 10
     p[1] = p[0]  # two particles at the same place, the others far apart
     xi = gp_perturbation(p, gen, size=1.0, bandwidth=1.0)
-    assert (xi[0] - xi[1]).abs().max() < 1e-2 * xi[0].abs().max()
+    assert (xi[0] - xi[1]).abs().max() < 1e-12  # coincident particles cannot be split by a smooth field
     assert (xi[0] - xi[2]).abs().max() > 0.1
 
 
-def test_birth_death_intervenes_only_on_a_plateau():
+def test_birth_death_intervenes_only_on_a_plateau_and_per_student():
     gen = torch.Generator().manual_seed(0)
-    hook = BirthDeathPerturbation(lambda c: torch.zeros(c, 4), gen, patience=10, fraction=0.5, size=1e-3)
-    particles = torch.ones(8, 4)
-    for step in range(30):  # falling by 10% per step: no intervention
-        hook(step, particles, 0.9**step)
+    losses = {"value": None}
+    hook = BirthDeathPerturbation(lambda p: losses["value"], lambda c: torch.zeros(c, 4), gen, patience=10,
+                                  fraction=0.5, size=1e-3, perturbation=False)
+    particles = torch.ones(2, 8, 4)
+    for step in range(30):  # both falling by 10% per step: no intervention
+        losses["value"] = torch.tensor([0.9**step, 0.9**step])
+        hook(step, particles, None)
     assert hook.events == [] and bool((particles == 1).all())
-    for step in range(30, 60):  # flat
-        hook(step, particles, 0.04)
-    assert hook.events and (particles.abs() < 0.1).all(1).sum() >= 4  # half the particles reborn near 0
+    for step in range(30, 50):  # student 1 flat, student 0 still falling: one check finds the stall
+        losses["value"] = torch.tensor([0.9**step, 0.04])
+        hook(step, particles, None)
+    assert hook.events and {s for _, s in hook.events} == {1}
+    assert bool((particles[0] == 1).all()) and (particles[1] == 0).all(1).sum() == 4  # half of student 1 reborn
+    quiet = BirthDeathPerturbation(lambda p: torch.tensor([0.04]), lambda c: torch.zeros(c, 4), gen, patience=10,
+                                   tolerance=2.0)  # below twice the first loss: converged, left alone
+    for step in range(40):
+        quiet(step, torch.ones(8, 4), None)
+    assert quiet.events == []
 
 
 def test_gradient_descent_with_per_block_steps_and_a_hook():

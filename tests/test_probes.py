@@ -430,6 +430,10 @@ case("sa.concentration_quantile quantile 1.5", "quantile must be a number in", l
     torch.zeros(2, 2), torch.tensor([0.5, 0.5]), 4, n_samples=4, quantile=1.5, generator=gen()))
 case("sa.convergence_times n_seeds 0", "n_seeds must be >= 1", lambda: sa.convergence_times(
     [(torch.tensor([0.5, 0.5]), 4)], eps=[0.1], n_seeds=0, steps=2, lr=1.0, n_samples=4, generator=gen()))
+def _feature_prompts():
+    return mf.FeaturePrompts(torch.zeros(3, 4, 2), torch.zeros(3, 4, 1), torch.zeros(3, 4))
+
+
 case("mf.init_particles width 0", "width must be >= 1", lambda: mf.init_particles(0, 2, 1, gen()))
 case("mf.init_particles no generator", "generator must be a torch.Generator", lambda: mf.init_particles(4, 2, 1,
                                                                                                       None))
@@ -439,19 +443,27 @@ case("mf.gp_perturbation size -1", "size must be > 0", lambda: mf.gp_perturbatio
 case("mf.gp_perturbation bandwidth 0", "bandwidth must be > 0", lambda: mf.gp_perturbation(torch.zeros(4, 4), gen(),
                                                                                            0.1, 0.0))
 case("mf.BirthDeathPerturbation size -1", "size must be > 0", lambda: mf.BirthDeathPerturbation(
-    lambda c: torch.zeros(c, 4), gen(), size=-1.0))
+    lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), size=-1.0))
 case("mf.BirthDeathPerturbation bandwidth 0", "bandwidth must be > 0", lambda: mf.BirthDeathPerturbation(
-    lambda c: torch.zeros(c, 4), gen(), bandwidth=0.0))
+    lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), bandwidth=0.0))
 case("mf.BirthDeathPerturbation fraction 2", "fraction must be in", lambda: mf.BirthDeathPerturbation(
-    lambda c: torch.zeros(c, 4), gen(), fraction=2.0))
+    lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), fraction=2.0))
 case("mf.BirthDeathPerturbation sample_init not callable", "sample_init must be callable",
-     lambda: mf.BirthDeathPerturbation(None, gen()))
+     lambda: mf.BirthDeathPerturbation(lambda p: p.sum(), None, gen()))
 case("mf.BirthDeathPerturbation no generator", "generator must be a torch.Generator", lambda: mf.BirthDeathPerturbation(
-    lambda c: torch.zeros(c, 4), None))
+    lambda p: p.sum(), lambda c: torch.zeros(c, 4), None))
 case("mf.run_gradient_descent model 'mlp'", "model must be one of", lambda: mf.run_gradient_descent(
-    "mlp", torch.zeros(3, 1), torch.zeros(3, 2), torch.zeros(4, 4), steps=1, eta=0.1))
+    "mlp", _feature_prompts(), torch.zeros(4, 4), steps=1, eta=0.1))
 case("mf.run_gradient_descent eta 0", "eta must be > 0", lambda: mf.run_gradient_descent(
-    "static", torch.zeros(3, 1), torch.zeros(3, 2), torch.zeros(4, 4), steps=1, eta=0.0))
+    "static", _feature_prompts(), torch.zeros(4, 4), steps=1, eta=0.0))
+case("mf.run_gradient_descent data not prompts", "data must be a FeaturePrompts", lambda: mf.run_gradient_descent(
+    "static", torch.zeros(3, 2), torch.zeros(4, 4), steps=1, eta=0.1))
+case("mf.icl_loss one point per prompt", "at least 2 points", lambda: mf.icl_loss(
+    torch.zeros(4, 4), torch.eye(1), torch.zeros(3, 1, 2), torch.zeros(3, 1)))
+case("mf.FeaturePrompts y of wrong shape", "x must be \\(P, n, d\\)", lambda: mf.FeaturePrompts(
+    torch.zeros(3, 4, 2), torch.zeros(3, 4, 1), torch.zeros(3, 5)))
+case("mf.particle_spread float groups", "groups must be an integer tensor", lambda: mf.particle_spread(
+    torch.zeros(4, 3), torch.zeros(4)))
 case("mf.static_loss centered 'no'", "centered must be True or False", lambda: mf.static_loss(
     torch.zeros(4, 4), torch.zeros(3, 1), torch.zeros(3, 2), k=1, centered="no"))
 case("mf.optimal_gamma ridge -1", "ridge must be > 0", lambda: mf.optimal_gamma(

@@ -37,57 +37,94 @@ from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.tasks.features import sigmoid_network
 
 
-def init_particles(width: int, dim: int, k: int, generator: torch.Generator, scale: float = 1.0) -> Tensor:
+def init_particles(width: int, dim: int, k: int, generator: torch.Generator, scale: float = 1.0,
+                   seeds: int | None = None) -> Tensor:
     """``width`` particles from the initial distribution ``rho_0``: ``a ~ N(0, I_k)``, ``w ~ N(0, (scale^2/d) I)``,
-    ``b ~ N(0, 1)``; shape ``(width, k + d + 1)``, on the generator's device."""
+    ``b ~ N(0, 1)``; shape ``(width, k + d + 1)``, or ``(seeds, width, k + d + 1)`` for ``seeds`` independent
+    students trained together; on the generator's device."""
     width, dim, k = (checks.positive_int(n, v) for n, v in (("width", width), ("dim", dim), ("k", k)))
     scale = checks.nonnegative_float("scale", scale, strict=True)
     generator = checks.generator(generator)
-    z = torch.randn(width, k + dim + 1, generator=generator, device=generator.device)
-    z[:, k:-1] *= scale / dim**0.5
+    lead = () if seeds is None else (checks.positive_int("seeds", seeds),)
+    z = torch.randn(*lead, width, k + dim + 1, generator=generator, device=generator.device)
+    z[..., k:-1] *= scale / dim**0.5
     return z
 
 
 def _moments(particles: Tensor, targets: Tensor, x: Tensor, k: int,
              centered: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``(targets, h, Sigma_{o,mu}, Sigma_{mu,mu})`` on the sample ``x`` with teacher features ``targets`` (shape
-    ``(K, k_o)``); with ``centered`` both have their sample means removed first."""
-    if not isinstance(targets, Tensor) or targets.ndim != 2 or not isinstance(x, Tensor) or len(targets) != len(x):
+    """``(targets, h, Sigma_{o,mu}, Sigma_{mu,mu})`` on the sample ``x`` (``(..., K, d)``) with teacher features
+    ``targets`` (``(..., K, k_o)``); with ``centered`` both have their sample means removed first. Leading dimensions
+    broadcast as in :func:`~icl_utils.tasks.features.sigmoid_network`."""
+    if (not isinstance(targets, Tensor) or targets.ndim < 2 or not isinstance(x, Tensor) or x.ndim < 2
+            or targets.shape[-2] != x.shape[-2]):
         raise ValueError("targets and x must be tensors with one row per sample input")
     h = sigmoid_network(particles, x, k)
     if centered:
-        h, targets = h - h.mean(0), targets - targets.mean(0)
-    return targets, h, targets.T @ h / len(x), h.T @ h / len(x)
+        h, targets = h - h.mean(-2, keepdim=True), targets - targets.mean(-2, keepdim=True)
+    count = x.shape[-2]
+    return targets, h, targets.mT @ h / count, h.mT @ h / count
+
+
+def _square(name: str, gamma: object) -> int:
+    k = gamma.shape[-1] if isinstance(gamma, Tensor) and gamma.ndim >= 2 else 0
+    if k == 0 or gamma.shape[-2] != k:
+        raise ValueError(f"{name} must be a square (k, k) tensor (or a stack of them)")
+    return k
 
 
 def attention_loss(particles: Tensor, gamma: Tensor, targets: Tensor, x: Tensor) -> Tensor:
     """``L(mu, Gamma) = E || f - Sigma_{o,mu} Gamma h_mu ||^2``, the ICL loss of the attention model with infinitely
-    long prompts, averaged over tasks ``v ~ N(0, I)``; ``targets = f(x)`` on the sample ``x``."""
-    k = gamma.shape[0] if isinstance(gamma, Tensor) and gamma.ndim == 2 else 0
-    if k == 0 or tuple(gamma.shape) != (k, k):
-        raise ValueError("gamma must be a square (k, k) tensor")
+    long prompts, averaged over tasks ``v ~ N(0, I)``; ``targets = f(x)`` on the sample ``x``. Stacked particles
+    ``(S, M, p)`` with ``gamma`` ``(S, k, k)`` give the ``S`` losses."""
+    k = _square("gamma", gamma)
     _, h, cross, _ = _moments(particles, targets, x, k)
-    return (targets - h @ (cross @ gamma).T).square().sum(1).mean()
+    return (targets - h @ (cross @ gamma).mT).square().sum(-1).mean(-1)
+
+
+def icl_loss(particles: Tensor, gamma: Tensor, x: Tensor, y: Tensor) -> Tensor:
+    """The attention model's in-context loss on finite prompts: each of a prompt's ``n`` points in turn is the
+    query and the other ``n - 1`` its context, ``y_hat_j = (1/(n-1)) sum_{i != j} y_i h(x_i)^T Gamma h(x_j)``;
+    the mean squared error over points and prompts. ``x`` is ``(..., B, n, d)``, ``y`` ``(..., B, n)``; stacked
+    particles ``(S, M, p)`` and ``gamma`` ``(S, k, k)`` read prompts ``(S, B, n, d)`` and give ``S`` losses. Its
+    expectation is :func:`attention_loss` plus a variance term of order ``1/n``."""
+    k = _square("gamma", gamma)
+    if not isinstance(x, Tensor) or not isinstance(y, Tensor) or x.ndim < 3 or y.shape != x.shape[:-1]:
+        raise ValueError("x must be a tensor of prompts (..., B, n, d) and y their labels (..., B, n)")
+    if x.shape[-2] < 2:
+        raise ValueError("prompts need at least 2 points: each point's context is the others")
+    lead = particles.shape[:-2]
+    h = sigmoid_network(particles.reshape(*lead, 1, *particles.shape[-2:]), x, k)  # (..., B, n, k)
+    total = (y[..., None] * h).sum(-2, keepdim=True)  # (..., B, 1, k)
+    context = (total - y[..., None] * h) / (x.shape[-2] - 1)
+    g = gamma.reshape(*gamma.shape[:-2], 1, k, k)
+    pred = ((context @ g) * h).sum(-1)
+    return (y - pred).square().mean((-1, -2))
 
 
 def optimal_gamma(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> Tensor:
     """The fast timescale's limit ``Gamma = (Sigma_{mu,mu} + ridge * tr(Sigma_{mu,mu})/k I)^-1``."""
     h = sigmoid_network(particles, x, k)
-    cov = h.T @ h / len(x)
+    cov = h.mT @ h / x.shape[-2]
     return torch.linalg.inv(_regularized(cov, ridge))
 
 
 def _regularized(cov: Tensor, ridge: float) -> Tensor:
+    """``cov`` plus ``ridge`` times its mean eigenvalue: finite where the student's features are collinear (a
+    saddle), and no host sync, so no branch on the eigenvalues here (:func:`near_singular` checks them)."""
     ridge = checks.nonnegative_float("ridge", ridge, strict=True)
-    k = cov.shape[0]
-    evals = torch.linalg.eigvalsh(cov.detach())
-    if evals.min() < 1e3 * ridge * evals.max().clamp(min=1e-30):
-        # No changing numbers in the text: Python shows a warning once per call site and text, and a text with
-        # the eigenvalues in it would repeat at every step of a run.
-        warnings.warn(
-            f"Sigma_mu,mu is nearly singular: the student's features are nearly collinear; the inverse uses a ridge "
-            f"of {ridge:g} times the mean eigenvalue", RuntimeWarning, stacklevel=3)
-    return cov + ridge * torch.trace(cov) / k * torch.eye(k, dtype=cov.dtype, device=cov.device)
+    k = cov.shape[-1]
+    mean_eig = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1) / k
+    return cov + ridge * mean_eig[..., None, None] * torch.eye(k, dtype=cov.dtype, device=cov.device)
+
+
+def near_singular(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> bool:
+    """Whether some student's ``Sigma_{mu,mu}`` is so nearly singular that the ridge of :func:`static_loss` shapes
+    its loss (smallest eigenvalue below ``1000 * ridge`` times the largest): the student's features are nearly
+    collinear, as at a saddle where neurons coincide."""
+    h = sigmoid_network(particles, x, k)
+    evals = torch.linalg.eigvalsh((h.mT @ h / x.shape[-2]).detach())
+    return bool((evals[..., 0] < 1e3 * ridge * evals[..., -1].clamp(min=1e-30)).any())
 
 
 def static_loss(particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: float = 1e-8,
@@ -95,10 +132,82 @@ def static_loss(particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: fl
     """The two-timescale objective ``L(mu) = E ||f||^2 - tr(Sigma_{o,mu} Sigma_{mu,mu}^-1 Sigma_{mu,o})``: the
     attention loss at the optimal ``Gamma``, which is the error of the best linear readout of ``targets`` from the
     student's features. With ``centered`` the readout may also add a constant (means removed from both). A (nearly)
-    singular ``Sigma_{mu,mu}`` gets a small ridge and a warning instead of a NaN."""
+    singular ``Sigma_{mu,mu}`` gets a small ridge instead of a NaN. Stacked particles ``(S, M, p)`` give ``S``
+    losses."""
     targets, _, cross, cov = _moments(particles, targets, x, k, checks.boolean("centered", centered))
-    explained = torch.trace(cross @ torch.linalg.solve(_regularized(cov, ridge), cross.T))
-    return targets.square().sum(1).mean() - explained
+    explained = (cross * torch.linalg.solve(_regularized(cov, ridge), cross.mT).mT).sum((-1, -2))
+    return targets.square().sum(-1).mean(-1) - explained
+
+
+def velocity(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Tensor:
+    """The mean-field velocity field at each particle, ``-grad_theta (dL/dmu)(theta_m) = -M grad_{theta_m} L`` for
+    the static loss: zero at every particle exactly when ``mu`` is a critical point of the flow."""
+    p = particles.detach().clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(static_loss(p, targets, x, k).sum(), p)
+    return -grad * particles.shape[-2]
+
+
+def potential_hessians(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Tensor:
+    """The Hessian of the first variation ``V = dL/dmu`` of the static loss at each particle, ``(M, p, p)``: a
+    negative eigenvalue at a critical point means that splitting that particle's neurons along its eigenvector
+    lowers the loss at second order, a direction of negative curvature (the point is a saddle, not a minimum)."""
+    if not isinstance(particles, Tensor) or particles.ndim != 2:
+        raise ValueError("particles must be a tensor of shape (M, k + d + 1)")
+    h = sigmoid_network(particles.detach(), x, k).requires_grad_(True)
+    targets, cross, cov = targets, targets.mT @ h / len(x), h.mT @ h / len(x)
+    loss = targets.square().sum(-1).mean() - torch.trace(cross @ torch.linalg.solve(_regularized(cov, 1e-8),
+                                                                                     cross.mT))
+    (g,) = torch.autograd.grad(loss, h)  # dL/dh(x_i), with the 1/K of the sample mean
+
+    def potential(theta: Tensor) -> Tensor:
+        return (g * sigmoid_network(theta[None], x, k)).sum()  # one neuron: h = a sigma(w^T x + b)
+
+    return torch.stack([torch.autograd.functional.hessian(potential, theta) for theta in particles.detach()])
+
+
+def critical_point(init: Tensor, targets: Tensor, x: Tensor, *, max_iter: int = 500, rounds: int = 10,
+                   tol: float = 1e-5) -> Tensor:
+    """A critical point of the static loss near ``init`` (``(M0, k + d + 1)`` particles): rounds of L-BFGS with a
+    strong-Wolfe line search on the sample until no particle's :func:`velocity` exceeds ``tol`` (or ``rounds``
+    rounds of ``max_iter`` iterations; a round can stop early when its line search stalls). With few particles
+    (``M0`` close to ``k``) this is usually a local minimum of the ``M0``-neuron problem with positive loss, which
+    is a saddle of the mean-field landscape (Theorem 3.3: no spurious local minima)."""
+    k = _student_k(init, x)
+    max_iter = checks.positive_int("max_iter", max_iter)
+    rounds = checks.positive_int("rounds", rounds)
+    tol = checks.nonnegative_float("tol", tol, strict=True)
+    theta = init.detach().clone().requires_grad_(True)
+    for _ in range(rounds):
+        optimizer = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, tolerance_grad=1e-14,
+                                      tolerance_change=1e-16, history_size=50, line_search_fn="strong_wolfe")
+
+        def closure() -> Tensor:
+            optimizer.zero_grad()
+            loss = static_loss(theta, targets, x, k)
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        if velocity(theta.detach(), targets, x, k).norm(dim=-1).max() < tol:
+            break
+    return theta.detach()
+
+
+def descent_rotation(student: Tensor, targets: Tensor, x: Tensor) -> Tensor:
+    """The ``R`` in the unit ball of the operator norm (the convex hull of ``O(k)``) along whose mixture
+    ``(1 - s) mu + s R#mu_o`` the static loss falls fastest at ``s = 0`` (Theorem 3.3's direction of decrease):
+    the slope there is ``<g, R f - h>`` for ``g = dL/dh``, and ``<g, h> = 0`` because the loss does not change when
+    ``h`` is scaled, so the best ``R`` is minus the polar factor of ``G = E[g f^T]``, with slope ``-||G||_*``.
+    ``targets`` are the teacher's features ``f`` on ``x``."""
+    k = _student_k(student, x)
+    if student.ndim != 2:
+        raise ValueError("student must be one student's particles, (M, k + d + 1)")
+    h = sigmoid_network(student.detach(), x, k).requires_grad_(True)
+    cross, cov = targets.mT @ h / len(x), h.mT @ h / len(x)
+    loss = -torch.trace(cross @ torch.linalg.solve(_regularized(cov, 1e-8), cross.mT))
+    (g,) = torch.autograd.grad(loss, h)
+    u, _, vh = torch.linalg.svd(g.mT @ targets)  # G = E[g f^T], with the 1/K in g
+    return -(u @ vh)
 
 
 def gp_perturbation(particles: Tensor, generator: torch.Generator, size: float, bandwidth: float) -> Tensor:
@@ -107,24 +216,31 @@ def gp_perturbation(particles: Tensor, generator: torch.Generator, size: float, 
     smooth velocity field on parameter space would move them (the paper's Definition E.8). Scaled by ``size``."""
     size = checks.nonnegative_float("size", size, strict=True)
     bandwidth = checks.nonnegative_float("bandwidth", bandwidth, strict=True)
+    if not isinstance(particles, Tensor) or particles.ndim != 2:
+        raise ValueError("particles must be a tensor of shape (M, p)")
     p = particles.detach().double()
     kernel = torch.exp(-torch.cdist(p, p).square() / (2 * bandwidth**2))
-    root = torch.linalg.cholesky(kernel + 1e-6 * torch.eye(len(p), dtype=p.dtype, device=p.device))
+    # The symmetric square root, not a Cholesky factor with jitter: coincident particles have equal rows of the
+    # kernel, so they get exactly equal displacements (a jitter would split them by its own square root).
+    evals, evecs = torch.linalg.eigh(kernel)
+    root = evecs * evals.clamp(min=0).sqrt() @ evecs.mT
     z = torch.randn(p.shape, generator=generator, device=generator.device, dtype=p.dtype)
     return (size * root @ z).to(particles.dtype)
 
 
 @dataclass
 class BirthDeathPerturbation:
-    """The modified dynamics of the paper's Algorithm 1, as a ``hook`` for
-    :func:`icl_utils.gd.gradient_descent`: when the loss has not dropped by ``threshold`` (relative) over the last
-    ``patience`` steps, a ``fraction`` of the particles, chosen at random, are replaced by fresh draws from the
-    initial distribution (birth-death) and every particle is displaced by a Gaussian-process perturbation; then the
-    dynamics wait another ``patience`` steps. Once the loss is below ``tolerance`` (the algorithm's convergence
-    error epsilon) it no longer intervenes: near a minimum the loss always stalls, and a perturbation there only
-    undoes progress. ``events`` records the steps at which it intervened."""
+    """The modified dynamics of the paper's Algorithm 1, as a ``hook`` for :func:`icl_utils.gd.gradient_descent`
+    on stacked students ``(S, M, p)``. Every ``patience`` steps it evaluates ``evaluate(particles)`` (the ``S``
+    training losses); for each student whose loss has not dropped by the relative ``threshold`` since the last
+    check, a ``fraction`` of its particles, chosen at random, are replaced by fresh draws from the initial
+    distribution (``birth_death``) and all of its particles are displaced by a Gaussian-process perturbation
+    (``perturbation``). Once a student's loss is below ``tolerance`` times its first evaluated loss (the
+    algorithm's convergence error epsilon, relative) it is left alone: near a minimum the loss always stalls.
+    ``events`` records ``(step, student)`` for each intervention."""
 
-    sample_init: Callable[[int], Tensor]  # count -> fresh particles from rho_0
+    evaluate: Callable[[Tensor], Tensor]  # particles (S, M, p) -> losses (S,)
+    sample_init: Callable[[int], Tensor]  # count -> fresh particles from rho_0, (count, p)
     generator: torch.Generator
     patience: int = 100
     threshold: float = 0.01
@@ -132,14 +248,16 @@ class BirthDeathPerturbation:
     size: float = 0.1
     bandwidth: float = 1.0
     tolerance: float = 0.0
-    events: list[int] = field(default_factory=list)
-    _losses: list[float] = field(default_factory=list, repr=False)
-    _last: int = field(default=0, repr=False)
+    birth_death: bool = True
+    perturbation: bool = True
+    events: list[tuple[int, int]] = field(default_factory=list)
+    _checked: list[np.ndarray] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         # Checked here, not when the first intervention fires mid-run.
-        if not callable(self.sample_init):
-            raise TypeError(f"sample_init must be callable as sample_init(count), got {type(self.sample_init).__name__}")
+        for name in ("evaluate", "sample_init"):
+            if not callable(getattr(self, name)):
+                raise TypeError(f"{name} must be callable, got {type(getattr(self, name)).__name__}")
         checks.generator(self.generator)
         self.size = checks.nonnegative_float("size", self.size, strict=True)
         self.bandwidth = checks.nonnegative_float("bandwidth", self.bandwidth, strict=True)
@@ -147,22 +265,35 @@ class BirthDeathPerturbation:
         self.threshold = checks.nonnegative_float("threshold", self.threshold)
         self.tolerance = checks.nonnegative_float("tolerance", self.tolerance)
         self.fraction = checks.nonnegative_float("fraction", self.fraction)
+        checks.boolean("birth_death", self.birth_death)
+        checks.boolean("perturbation", self.perturbation)
         if self.fraction > 1:
             raise ValueError(f"fraction must be in [0, 1], got {self.fraction}")
 
-    def __call__(self, step: int, particles: Tensor, loss: float) -> None:
-        self._losses.append(loss)
-        if step - self._last < self.patience or len(self._losses) <= self.patience or loss < self.tolerance:
+    def __call__(self, step: int, particles: Tensor, loss: object = None) -> None:
+        if (step + 1) % self.patience:
             return
-        before = self._losses[-self.patience - 1]
-        if loss > (1 - self.threshold) * before:
-            count = math.ceil(self.fraction * len(particles))
-            dev = particles.device
-            idx = torch.randperm(len(particles), generator=self.generator, device=self.generator.device)[:count].to(dev)
-            particles[idx] = self.sample_init(count).to(particles.dtype)
-            particles += gp_perturbation(particles, self.generator, self.size, self.bandwidth)
-            self.events.append(step)
-            self._last = step
+        with torch.no_grad():
+            current = np.atleast_1d(torch.as_tensor(self.evaluate(particles)).detach().cpu().numpy())
+        self._checked.append(current)
+        if len(self._checked) < 2:
+            return
+        stalled = (current > (1 - self.threshold) * self._checked[-2]) & (
+            current >= self.tolerance * self._checked[0])
+        stacked = particles if particles.ndim == 3 else particles[None]
+        for s in np.flatnonzero(stalled):
+            cloud = stacked[s]
+            if self.birth_death:
+                count = math.ceil(self.fraction * len(cloud))
+                idx = torch.randperm(len(cloud), generator=self.generator, device=self.generator.device)[:count]
+                cloud[idx.to(cloud.device)] = self.sample_init(count).to(cloud.device, cloud.dtype)
+            if self.perturbation:
+                cloud += gp_perturbation(cloud, self.generator, self.size, self.bandwidth)
+            self.events.append((step + 1, int(s)))
+        if stalled.any():  # the next check compares with the loss after the intervention
+            with torch.no_grad():
+                after = torch.as_tensor(self.evaluate(particles)).detach().cpu().numpy()
+            self._checked[-1] = np.where(stalled, np.atleast_1d(after), current)
 
 
 #: The three models of the chapter: linear attention with Gamma trained jointly, the static (two-timescale) model,
@@ -172,23 +303,83 @@ MODELS = ("attention", "static", "modified")
 
 def _student_k(particles: object, x: object) -> int:
     """The student's output dimension ``k``, read off particles of width ``k + d + 1`` and inputs ``x`` of width d."""
-    if not isinstance(x, Tensor) or x.ndim != 2:
+    if not isinstance(x, Tensor) or x.ndim < 2:
         raise ValueError("x must be a tensor of shape (K, d)")
-    if not isinstance(particles, Tensor) or particles.ndim != 2 or particles.shape[1] < x.shape[1] + 2:
-        raise ValueError(f"particles must be a tensor of shape (M, k + d + 1) with d = {x.shape[1]} and k >= 1")
-    return particles.shape[1] - x.shape[1] - 1
+    if (not isinstance(particles, Tensor) or particles.ndim not in (2, 3)
+            or particles.shape[-1] < x.shape[-1] + 2):
+        raise ValueError(f"particles must be a tensor of shape (M, k + d + 1) or (S, M, k + d + 1) with "
+                         f"d = {x.shape[-1]} and k >= 1")
+    return particles.shape[-1] - x.shape[-1] - 1
+
+
+@dataclass(frozen=True)
+class FeaturePrompts:
+    """A fixed training set of prompts for the feature-regression tasks: inputs ``x`` ``(P, n, d)``, the teacher's
+    features there ``f`` ``(P, n, k_o)``, and labels ``y = v^T f`` ``(P, n)`` with one task ``v ~ N(0, I)`` per
+    prompt. The static and modified models read ``f`` (the loss over tasks in closed form), the attention model
+    reads ``y``, as a transformer would."""
+
+    x: Tensor
+    f: Tensor
+    y: Tensor
+
+    def __post_init__(self) -> None:
+        for name in ("x", "f", "y"):
+            if not isinstance(getattr(self, name), Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor")
+        if self.x.ndim != 3 or self.f.shape[:2] != self.x.shape[:2] or self.f.ndim != 3 or (
+                self.y.shape != self.x.shape[:2]):
+            raise ValueError(f"x must be (P, n, d), f (P, n, k_o) and y (P, n); got {tuple(self.x.shape)}, "
+                             f"{tuple(self.f.shape)} and {tuple(self.y.shape)}")
+
+    @classmethod
+    def sample(cls, teacher: object, count: int, length: int, generator: torch.Generator,
+               dtype: torch.dtype | None = None) -> "FeaturePrompts":
+        """``count`` prompts of ``length`` points each from ``teacher`` (a
+        :class:`~icl_utils.tasks.features.TeacherFeatures`), in ``dtype`` (by default the default dtype)."""
+        count = checks.positive_int("count", count)
+        length = checks.positive_int("length", length, minimum=2)
+        generator = checks.generator(generator)
+        dtype = torch.get_default_dtype() if dtype is None else dtype
+        x = torch.randn(count, length, teacher.dim, generator=generator, device=generator.device, dtype=dtype)
+        v = torch.randn(count, teacher.k, generator=generator, device=generator.device, dtype=dtype)
+        f = teacher.features(x)
+        return cls(x, f, (f * v[:, None, :]).sum(-1))
+
+    def inputs(self, count: int | None = None) -> tuple[Tensor, Tensor]:
+        """The first ``count`` inputs and their features, flattened to ``(count, d)`` and ``(count, k_o)`` (all of
+        them by default): the sample the population losses are averaged over."""
+        x, f = self.x.reshape(-1, self.x.shape[-1]), self.f.reshape(-1, self.f.shape[-1])
+        count = len(x) if count is None else min(checks.positive_int("count", count), len(x))
+        return x[:count], f[:count]
+
+    def draw(self, seeds: int, batch: int, generator: torch.Generator) -> "FeaturePrompts":
+        """``batch`` prompts drawn at random (with replacement) for each of ``seeds`` students: ``(seeds, batch,
+        ...)`` tensors."""
+        idx = torch.randint(len(self.x), (seeds, batch), generator=generator, device=generator.device)
+        idx = idx.to(self.x.device)
+        return _Drawn(self.x[idx], self.f[idx], self.y[idx])
+
+
+@dataclass(frozen=True)
+class _Drawn:
+    """Prompts drawn per student: ``x`` ``(S, B, n, d)``, ``f`` ``(S, B, n, k_o)``, ``y`` ``(S, B, n)``."""
+
+    x: Tensor
+    f: Tensor
+    y: Tensor
 
 
 @dataclass
 class MeanFieldRun:
     """What :func:`run_gradient_descent` returns: the final particles (and ``Gamma`` for the attention model, else
-    None), the history of :func:`icl_utils.gd.gradient_descent`, and the steps at which the modified dynamics
-    intervened (empty for the other two models)."""
+    None), the history of :func:`icl_utils.gd.gradient_descent` (each record has one value per student), and the
+    ``(step, student)`` pairs at which the modified dynamics intervened (empty for the other models)."""
 
     particles: Tensor
     gamma: Tensor | None
     history: GDHistory
-    events: list[int]
+    events: list[tuple[int, int]]
 
     @property
     def steps(self) -> np.ndarray:
@@ -196,73 +387,142 @@ class MeanFieldRun:
 
     @property
     def losses(self) -> np.ndarray:
-        """The recorded loss, one value per recorded step."""
+        """The recorded training loss, ``(len(steps), S)`` (``(len(steps),)`` for a single student)."""
         return self.history.records["loss"]
 
 
-def run_gradient_descent(model: str, targets: Tensor, x: Tensor, init: Tensor, *, steps: int, eta: float,
-                         gamma_lr: float | None = None, generator: torch.Generator | None = None,
-                         tolerance: float = 0.0, record=None, record_every: int = 20, progress: bool = True,
+def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, steps: int, eta: float,
+                         batch: int | None = None, gamma_lr: float | None = None,
+                         generator: torch.Generator | None = None, tolerance: float = 0.0,
+                         birth_death: bool = True, perturbation: bool = True, eval_size: int | None = None,
+                         record=None, record_every: int = 20, progress: bool = True,
                          desc: str | None = None) -> MeanFieldRun:
-    """Full-batch gradient descent of one of the three models of :data:`MODELS` from the particles ``init``
-    (shape ``(M, k + d + 1)``) on the sample ``x`` (``(K, d)``) with teacher features ``targets`` (``(K, k_o)``).
+    """(Stochastic) gradient descent of one of the three models of :data:`MODELS` from the particles ``init``
+    (``(M, k + d + 1)``, or ``(S, M, k + d + 1)`` for ``S`` students trained together) on the prompts ``data``.
 
-    Each particle moves by ``eta * M`` times its gradient (the mean-field time scaling, which makes the dynamics of
+    With ``batch``, each step draws ``batch`` prompts of ``data`` per student (SGD on prompts, the paper's
+    protocol; needs ``generator``); without, each step uses every prompt (gradient descent on the sample). Each
+    particle moves by ``eta * M`` times its gradient (the mean-field time scaling, which makes the dynamics of
     the cloud independent of ``M``).
 
-    - ``"attention"``: particles and ``Gamma`` (from ``I_k``, step ``gamma_lr``) jointly on :func:`attention_loss`;
-    - ``"static"``: particles alone on :func:`static_loss`, ``Gamma`` at its optimum;
-    - ``"modified"``: the static model with :class:`BirthDeathPerturbation` (patience 100, threshold 1%, 5% of the
-      particles reborn from :func:`init_particles` with ``generator``, perturbation size 0.1, silent below the
-      loss ``tolerance``).
+    - ``"attention"``: particles and ``Gamma`` (from ``I_k``, step ``gamma_lr``) jointly on :func:`icl_loss`
+      (full batch: on :func:`attention_loss`, the infinitely long prompts);
+    - ``"static"``: particles alone on :func:`static_loss` over the drawn prompts' inputs, ``Gamma`` at its
+      optimum;
+    - ``"modified"``: the static model with :class:`BirthDeathPerturbation` (patience 100 steps, threshold 1%, 5%
+      of the particles reborn from :func:`init_particles`, perturbation size 0.1, silent below ``tolerance`` times
+      the first loss; ``birth_death`` and ``perturbation`` switch its two moves, for ablations).
 
-    ``record(particles)`` (static and modified models) returns the quantities to keep every ``record_every`` steps;
-    by default the loss.
+    The training loss recorded every ``record_every`` steps is the population loss (:func:`attention_loss` at the
+    current ``Gamma``, or :func:`static_loss`) on the first ``eval_size`` inputs of ``data`` (all by default), one
+    value per student; ``record(particles)`` (static and modified models) adds quantities to it. Warns once per
+    run if a student's ``Sigma_{mu,mu}`` was nearly singular at a record.
     """
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got {model!r}")
-    k = _student_k(init, x)
-    if not isinstance(targets, Tensor) or targets.ndim != 2 or len(targets) != len(x):
-        raise ValueError("targets must be a tensor of shape (K, k_o), one row per row of x")
+    if not isinstance(data, FeaturePrompts):
+        raise TypeError(f"data must be a FeaturePrompts, got {type(data).__name__}")
+    k = _student_k(init, data.x)
     eta = checks.nonnegative_float("eta", eta, strict=True)
+    if batch is not None:
+        batch = checks.positive_int("batch", batch)
+        generator = checks.generator(generator)
+    if record is not None and not callable(record):
+        raise TypeError("record must be callable on the particles")
+    seeds = init.shape[0] if init.ndim == 3 else 1
+    x_eval, f_eval = data.inputs(eval_size)
     desc = model if desc is None else desc
     options = dict(steps=steps, record_every=record_every, progress=progress, desc=desc)
+    warned = False
+
+    def check_conditioning(particles: Tensor) -> None:
+        nonlocal warned
+        if not warned and near_singular(particles, x_eval, k):
+            warned = True
+            warnings.warn("Sigma_mu,mu is nearly singular: some student's features are nearly collinear; the inverse "
+                          "uses a small ridge", RuntimeWarning, stacklevel=3)
+
     if model == "attention":
         if record is not None:
             raise ValueError("record is for the static and modified models; the attention model records its loss")
         if gamma_lr is None:
             raise ValueError("gamma_lr must be given for the attention model")
         gamma_lr = checks.nonnegative_float("gamma_lr", gamma_lr, strict=True)
-        theta0 = {"particles": init, "gamma": torch.eye(k, dtype=init.dtype, device=init.device)}
-        theta, history = gradient_descent(
-            lambda theta: attention_loss(theta["particles"], theta["gamma"], targets, x), theta0,
-            lr={"particles": eta * len(init), "gamma": gamma_lr}, **options)
+        eye = torch.eye(k, dtype=init.dtype, device=init.device)
+        theta0 = {"particles": init, "gamma": eye.expand(*init.shape[:-2], k, k).clone()}
+
+        def loss_fn(theta):
+            if batch is None:
+                return attention_loss(theta["particles"], theta["gamma"], data.f.flatten(0, 1),
+                                      data.x.flatten(0, 1)).sum()
+            drawn = data.draw(seeds, batch, generator)
+            particles, gamma = theta["particles"], theta["gamma"]
+            if init.ndim == 2:
+                return icl_loss(particles, gamma, drawn.x[0], drawn.y[0])
+            return icl_loss(particles, gamma, drawn.x, drawn.y).sum()
+
+        def record_attention(theta):
+            check_conditioning(theta["particles"])
+            return {"loss": attention_loss(theta["particles"], theta["gamma"], f_eval, x_eval)}
+
+        theta, history = gradient_descent(loss_fn, theta0, lr={"particles": eta * init.shape[-2], "gamma": gamma_lr},
+                                          record=record_attention, **options)
         return MeanFieldRun(theta["particles"], theta["gamma"], history, events=[])
+
+    def static_fn(particles):
+        if batch is None:
+            return static_loss(particles, data.f.flatten(0, 1), data.x.flatten(0, 1), k).sum()
+        drawn = data.draw(seeds, batch, generator)
+        x, f = drawn.x.flatten(-3, -2), drawn.f.flatten(-3, -2)  # (S, batch * n, .)
+        return static_loss(particles, f[0] if init.ndim == 2 else f, x[0] if init.ndim == 2 else x, k).sum()
+
+    def record_static(particles):
+        check_conditioning(particles)
+        extra = record(particles) if record is not None else {}
+        return {"loss": static_loss(particles, f_eval, x_eval, k)} | dict(extra)
+
     hook = None
     if model == "modified":
         generator = checks.generator(generator)
-        dim = x.shape[1]
-        hook = BirthDeathPerturbation(lambda count: init_particles(count, dim, k, generator).to(init.dtype), generator,
-                                      patience=100, threshold=0.01, fraction=0.05, size=0.1, tolerance=tolerance)
-    particles, history = gradient_descent(lambda theta: static_loss(theta, targets, x, k), init,
-                                          lr=eta * len(init), record=record, hook=hook, **options)
+        dim = data.x.shape[-1]
+        hook = BirthDeathPerturbation(
+            lambda particles: static_loss(particles, f_eval, x_eval, k),
+            lambda count: init_particles(count, dim, k, generator).to(init.dtype), generator,
+            patience=100, threshold=0.01, fraction=0.05, size=0.1, tolerance=tolerance,
+            birth_death=checks.boolean("birth_death", birth_death),
+            perturbation=checks.boolean("perturbation", perturbation))
+    particles, history = gradient_descent(static_fn, init, lr=eta * init.shape[-2], record=record_static, hook=hook,
+                                          **options)
     return MeanFieldRun(particles, None, history, hook.events if hook is not None else [])
 
 
-def particle_spread(particles: Tensor) -> Tensor:
-    """The particles' root-mean-square distance from their mean: zero at the symmetric configuration (all neurons
-    equal), the deviation that grows when the flow leaves that saddle."""
-    if not isinstance(particles, Tensor) or particles.ndim != 2:
-        raise ValueError("particles must be a tensor of shape (M, p)")
-    return (particles - particles.mean(0)).norm() / len(particles) ** 0.5
+def particle_spread(particles: Tensor, groups: Tensor | None = None) -> Tensor:
+    """The particles' root-mean-square distance from their mean, or from the mean of their group when ``groups``
+    (one integer label per particle) is given: zero at a configuration of coincident neurons (all equal, or equal
+    within each group), the deviation that grows when the flow leaves such a saddle. One value per student for
+    stacked particles ``(S, M, p)``."""
+    if not isinstance(particles, Tensor) or particles.ndim not in (2, 3):
+        raise ValueError("particles must be a tensor of shape (M, p) or (S, M, p)")
+    if groups is None:
+        centred = particles - particles.mean(-2, keepdim=True)
+    else:
+        if not isinstance(groups, Tensor) or groups.shape != (particles.shape[-2],) or groups.is_floating_point():
+            raise ValueError(f"groups must be an integer tensor with one label per particle, ({particles.shape[-2]},)")
+        onehot = torch.nn.functional.one_hot(groups.to(particles.device)).to(particles.dtype)  # (M, G)
+        means = (onehot / onehot.sum(0)).mT @ particles  # (..., G, p)
+        centred = particles - onehot @ means
+    return centred.square().sum((-1, -2)).sqrt() / particles.shape[-2] ** 0.5
 
 
-def escape_step(history: GDHistory) -> int | None:
-    """The first recorded step at which the loss is below half its starting value (None if it never is)."""
+def escape_steps(history: GDHistory) -> np.ndarray:
+    """Per student, the first recorded step at which the loss is below half its starting value (``inf`` if it never
+    is): shape ``(S,)``, or ``()`` for a single student."""
     if not isinstance(history, GDHistory) or "loss" not in history.records:
         raise TypeError("history must be an icl_utils.gd.GDHistory that recorded the loss")
-    below = history.records["loss"] < 0.5 * history.records["loss"][0]
-    return int(history.steps[np.argmax(below)]) if below.any() else None
+    loss = history.records["loss"]
+    below = loss < 0.5 * loss[0]
+    first = history.steps[np.argmax(below, axis=0)].astype(float)
+    return np.where(below.any(0), first, np.inf)
 
 
 @dataclass
@@ -299,13 +559,18 @@ class SaddleEscape:
         return np.exp(self.offset + self.rate * self.steps[self.window])
 
 
-def fit_saddle_escape(history: GDHistory) -> SaddleEscape:
+def fit_saddle_escape(history: GDHistory, student: int | None = None) -> SaddleEscape:
     """Fit the exponential growth of the spread (a record ``"spread"``, e.g. :func:`particle_spread`) on the loss
-    plateau of a run (a record ``"loss"``): the plateau lasts until the loss has fallen half-way from its first to
-    its last value. Raises a ValueError when it is shorter than 6 records, too short to fit."""
+    plateau of a run (a record ``"loss"``), of one ``student`` where the records hold several: the plateau lasts
+    until the loss has fallen half-way from its first to its last value. Raises a ValueError when it is shorter
+    than 6 records, too short to fit."""
     if not isinstance(history, GDHistory) or not {"loss", "spread"} <= set(history.records):
         raise TypeError("history must be an icl_utils.gd.GDHistory that recorded 'loss' and 'spread'")
     loss, spread, steps = history.records["loss"], history.records["spread"], history.steps
+    if loss.ndim == 2:
+        if student is None:
+            raise ValueError("student must say which column to fit: the history holds several students")
+        loss, spread = loss[:, student], spread[:, student]
     plateau = loss > loss[0] - 0.5 * (loss[0] - loss[-1])
     plateau_end = int(np.argmin(plateau)) if not plateau.all() else len(plateau)
     if plateau_end < 6:
@@ -343,11 +608,12 @@ def path_losses(student: Tensor, teacher: Tensor, rotation: Tensor, s_values: np
     return np.array([static_loss(mixture(student, teacher, s, rotation), targets, x, k).item() for s in s_values])
 
 
-def readout_error(particles: Tensor, g: Tensor, x: Tensor) -> float:
-    """The error of the best affine readout of ``g`` (shape ``(K,)``, values at the inputs ``x``, ``(K, d)``) from
-    the features of ``particles``, relative to the variance of ``g``: what linear attention with long prompts
-    leaves of the task ``y = g(x)``."""
+def readout_error(particles: Tensor, g: Tensor, x: Tensor) -> np.ndarray:
+    """The error of the best linear readout of ``g`` (shape ``(K,)``, values at the inputs ``x``, ``(K, d)``) from
+    the features of ``particles``, relative to ``E g^2`` (the error of predicting zero): what linear attention with
+    long prompts leaves of the task ``y = g(x)`` (the paper's Proposition 2.3; no constant, as the paper's linear
+    attention has none). One value per student for stacked particles ``(S, M, p)``."""
     k = _student_k(particles, x)
-    if not isinstance(g, Tensor) or g.shape != (len(x),):
-        raise ValueError(f"g must be a tensor of shape ({len(x)},), one value per row of x")
-    return (static_loss(particles, g[:, None], x, k, centered=True) / g.var()).item()
+    if not isinstance(g, Tensor) or g.shape != (x.shape[-2],):
+        raise ValueError(f"g must be a tensor of shape ({x.shape[-2]},), one value per row of x")
+    return (static_loss(particles, g[:, None], x, k) / g.square().mean()).detach().cpu().numpy()

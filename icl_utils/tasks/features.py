@@ -25,15 +25,20 @@ from icl_utils.prompts import Prompt
 
 def sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
     """The mean-field network ``(1/M) sum_m a_m sigmoid(w_m^T x + b_m)`` of ``M`` neurons, each a row
-    ``(a_m, w_m, b_m)`` of ``particles`` (shape ``(M, k + d + 1)``), at inputs ``x`` (shape ``(..., d)``): ``(..., k)``."""
+    ``(a_m, w_m, b_m)`` of ``particles`` (shape ``(..., M, k + d + 1)``), at inputs ``x`` (shape ``(..., K, d)``):
+    ``(..., K, k)``. Leading dimensions broadcast: particles ``(S, M, p)`` are ``S`` networks (seeds trained
+    together), evaluated on shared inputs ``(K, d)`` or on their own ``(S, K, d)``."""
     k = checks.positive_int("k", k)
-    if not isinstance(particles, Tensor) or particles.ndim != 2:
-        raise ValueError("particles must be a tensor of shape (M, k + d + 1)")
-    dim = particles.shape[1] - k - 1
-    if not isinstance(x, Tensor) or dim < 1 or x.shape[-1] != dim:
+    if not isinstance(particles, Tensor) or particles.ndim < 2:
+        raise ValueError("particles must be a tensor of shape (..., M, k + d + 1)")
+    dim = particles.shape[-1] - k - 1
+    if not isinstance(x, Tensor) or x.ndim < 1 or dim < 1 or x.shape[-1] != dim:
         raise ValueError(f"x must have last dimension d = {dim} to match particles of width k + d + 1 with k = {k}")
-    a, w, b = particles[:, :k], particles[:, k:-1], particles[:, -1]
-    return torch.sigmoid(x @ w.T + b) @ a / particles.shape[0]
+    a, w, b = particles[..., :k], particles[..., k:-1], particles[..., -1]
+    squeeze = x.ndim == 1
+    x = x[None] if squeeze else x
+    h = torch.sigmoid(x @ w.mT + b[..., None, :]) @ a / particles.shape[-2]
+    return h[..., 0, :] if squeeze else h
 
 
 @dataclass(frozen=True)
