@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 #: third argument, or ``config=``), ``"steps"`` or ``"max_iter"`` for those that take that keyword.
 LOOPS = {"icl_utils.train": {"train": "config", "train_ensemble": "config", "fit_features_exact": "max_iter"},
          "icl_utils.gd": {"gradient_descent": "steps"},
-         "icl_utils.dynamics.softmax_attention": {"run_gradient_descent": "steps"}}
+         "icl_utils.dynamics.softmax_attention": {"run_gradient_descent": "steps"},
+         "icl_utils.dynamics.mean_field": {"run_gradient_descent": "steps", "critical_point": "max_iter"}}
 
 
 def _cap_config(args: tuple, kwargs: dict, steps: int) -> tuple[tuple, dict]:

@@ -494,17 +494,39 @@ def plot_escape_times(noise: np.ndarray, escapes: Mapping[str, np.ndarray], *, s
     return ax
 
 
+def plot_escape_by_variant(escapes: Mapping[str, np.ndarray], *, steps: int, ax: Axes | None = None,
+                           title: str | None = None) -> Axes:
+    """The escape steps of several variants of the dynamics from one start, one column of dots per variant (one dot
+    per student, ``escapes[name]`` of shape ``(S,)``; ``inf``, not within the run of ``steps``, drawn at the top)
+    with the median as a bar."""
+    ax = ax if ax is not None else plt.gca()
+    for i, (name, values) in enumerate(escapes.items()):
+        values = np.minimum(np.asarray(values, dtype=float), steps)
+        color = MODEL_COLORS.get(name, PALETTE[(3 + i) % len(PALETTE)])
+        jitter = np.linspace(-0.12, 0.12, len(values)) if len(values) > 1 else np.zeros(1)
+        ax.plot(i + jitter, values, "o", color=color, markersize=4, alpha=0.8)
+        ax.plot([i - 0.25, i + 0.25], [np.median(values)] * 2, color=color, linewidth=2)
+    ax.set_xticks(range(len(escapes)), [name.replace(" ", "\n") for name in escapes])
+    ax.set_xlim(-0.5, len(escapes) - 0.5)
+    ax.set_ylabel("step where the loss halves")
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
 def plot_mean_field_training(steps: np.ndarray, losses_a: Mapping[str, np.ndarray],
                              losses_b: Mapping[str, np.ndarray], noise: np.ndarray,
-                             escapes: Mapping[str, np.ndarray], *, saddle_steps: int,
-                             figsize: tuple[float, float] = (15, 4.4)) -> plt.Figure:
-    """Three panels: (a) the models' losses on a nondegenerate teacher and (b) on a degenerate one
-    (:func:`plot_model_losses`, medians over students with their range), and the escape from a saddle
-    (:func:`plot_escape_times`)."""
-    fig, axes = plt.subplots(1, 3, figsize=_size(*figsize))
-    plot_model_losses(steps, losses_a, ax=axes[0], title="(a) teacher of rank k")
-    plot_model_losses(steps, losses_b, ax=axes[1], title="(b) rank k - 1, random start")
-    plot_escape_times(noise, escapes, steps=saddle_steps, ax=axes[2], title="(b) rank k - 1, saddle")
+                             escapes_by_noise: Mapping[str, np.ndarray], escapes_at_saddle: Mapping[str, np.ndarray],
+                             *, saddle_steps: int, figsize: tuple[float, float] = (12, 8)) -> plt.Figure:
+    """Four panels: (a) the models' losses on a nondegenerate teacher and (b) on a degenerate one
+    (:func:`plot_model_losses`, medians over students with their range); the escape from a saddle against the
+    start's distance from it (:func:`plot_escape_times`) and, for students started exactly there, by variant of the
+    dynamics (:func:`plot_escape_by_variant`)."""
+    fig, axes = plt.subplots(2, 2, figsize=_size(*figsize))
+    plot_model_losses(steps, losses_a, ax=axes[0, 0], title="(a) teacher of rank k")
+    plot_model_losses(steps, losses_b, ax=axes[0, 1], title="(b) rank k - 1, random start")
+    plot_escape_times(noise, escapes_by_noise, steps=saddle_steps, ax=axes[1, 0], title="(b) near a saddle")
+    plot_escape_by_variant(escapes_at_saddle, steps=saddle_steps, ax=axes[1, 1], title="(b) exactly at the saddle")
     fig.tight_layout()
     return fig
 

@@ -157,15 +157,17 @@ def test_figures_draw_what_they_show(problem):
     steps = np.arange(0, 40, 10)
     losses = {name: np.ones((4, 3)) for name in mf.MODELS}
     fig = plot_mean_field_training(steps, losses, {"static": np.ones((4, 3)), "modified": np.ones((4, 3))},
-                                   np.array([1e-4, 1e-8, 0.0]), {"static": np.array([10.0, 20.0, np.inf]),
-                                                                 "perturbation only": np.array([5.0, 5.0, 5.0])},
+                                   np.array([1e-4, 1e-8, 0.0]), {"static": np.array([10.0, 20.0, np.inf])},
+                                   {"static": np.array([30.0, 25.0]), "perturbation only": np.array([5.0, 6.0])},
                                    saddle_steps=30)
-    a, b, c = fig.axes
+    a, b, c, d = fig.axes
     assert [line.get_label() for line in a.get_lines()] == list(mf.MODELS)
     assert a.get_lines()[2].get_linestyle() == "--" and len(a.collections) == 3  # medians with their bands
     assert len(b.get_lines()) == 2
     assert c.get_lines()[0].get_ydata().tolist() == [10.0, 20.0, 30.0]  # never escaped: drawn at the run's end
     assert [t.get_text() for t in c.get_xticklabels()] == ["0", "1e-4", "1e-8"]
+    assert [t.get_text() for t in d.get_xticklabels()] == ["static", "perturbation\nonly"]
+    assert d.get_lines()[1].get_ydata().tolist() == [27.5, 27.5]  # the median bar
     plt.close(fig)
     ax = plot_model_losses(np.arange(3), {"static": np.ones(3)}, ylabel="excess")
     assert ax.get_ylabel() == "excess" and ax.get_yscale() == "log"

@@ -127,6 +127,7 @@ def test_critical_point_has_zero_velocity_and_negative_splitting_curvature(sampl
     assert torch.linalg.eigvalsh(potential_hessians(saddle, f, x, K))[:, 0].min() < 0  # ... so a saddle
     # splitting a repeated neuron along that eigenvector lowers the loss at second order
     hess = potential_hessians(small, f, x, K)
+    torch.testing.assert_close(potential_hessians(saddle, f, x, K, at=small), hess)  # copies share h, so V
     evals, evecs = torch.linalg.eigh(hess)
     j = int(evals[:, 0].argmin())
     split = saddle.clone()

@@ -147,50 +147,73 @@ def velocity(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Tensor:
     return -grad * particles.shape[-2]
 
 
-def potential_hessians(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Tensor:
-    """The Hessian of the first variation ``V = dL/dmu`` of the static loss at each particle, ``(M, p, p)``: a
-    negative eigenvalue at a critical point means that splitting that particle's neurons along its eigenvector
-    lowers the loss at second order, a direction of negative curvature (the point is a saddle, not a minimum)."""
-    if not isinstance(particles, Tensor) or particles.ndim != 2:
-        raise ValueError("particles must be a tensor of shape (M, k + d + 1)")
+def potential_hessians(particles: Tensor, targets: Tensor, x: Tensor, k: int, at: Tensor | None = None) -> Tensor:
+    """The Hessian of the first variation ``V = dL/dmu`` of the static loss of the cloud ``particles``, at each of
+    the neurons ``at`` (``(m, k + d + 1)``; by default the particles themselves): ``(m, p, p)``. A negative
+    eigenvalue at a critical point means that splitting that neuron's copies along its eigenvector lowers the loss
+    at second order, a direction of negative curvature (the point is a saddle, not a minimum)."""
+    k = _student_k(particles, x)
+    if particles.ndim != 2:
+        raise ValueError("particles must be one student's particles, (M, k + d + 1)")
+    at = particles if at is None else at
+    if not isinstance(at, Tensor) or at.ndim != 2 or at.shape[1] != particles.shape[1]:
+        raise ValueError(f"at must be a tensor of neurons, (m, {particles.shape[1]})")
     h = sigmoid_network(particles.detach(), x, k).requires_grad_(True)
-    targets, cross, cov = targets, targets.mT @ h / len(x), h.mT @ h / len(x)
-    loss = targets.square().sum(-1).mean() - torch.trace(cross @ torch.linalg.solve(_regularized(cov, 1e-8),
-                                                                                     cross.mT))
+    cross, cov = targets.mT @ h / len(x), h.mT @ h / len(x)
+    loss = -torch.trace(cross @ torch.linalg.solve(_regularized(cov, 1e-8), cross.mT))
     (g,) = torch.autograd.grad(loss, h)  # dL/dh(x_i), with the 1/K of the sample mean
 
     def potential(theta: Tensor) -> Tensor:
         return (g * sigmoid_network(theta[None], x, k)).sum()  # one neuron: h = a sigma(w^T x + b)
 
-    return torch.stack([torch.autograd.functional.hessian(potential, theta) for theta in particles.detach()])
+    return torch.stack([torch.autograd.functional.hessian(potential, theta) for theta in at.detach()])
 
 
-def critical_point(init: Tensor, targets: Tensor, x: Tensor, *, max_iter: int = 500, rounds: int = 10,
-                   tol: float = 1e-5) -> Tensor:
-    """A critical point of the static loss near ``init`` (``(M0, k + d + 1)`` particles): rounds of L-BFGS with a
-    strong-Wolfe line search on the sample until no particle's :func:`velocity` exceeds ``tol`` (or ``rounds``
-    rounds of ``max_iter`` iterations; a round can stop early when its line search stalls). With few particles
-    (``M0`` close to ``k``) this is usually a local minimum of the ``M0``-neuron problem with positive loss, which
-    is a saddle of the mean-field landscape (Theorem 3.3: no spurious local minima)."""
+def critical_point(init: Tensor, targets: Tensor, x: Tensor, *, max_iter: int = 500, newton_steps: int = 20,
+                   tol: float = 1e-6) -> Tensor:
+    """A critical point of the static loss near ``init`` (``(M0, k + d + 1)`` particles, few of them): L-BFGS with a
+    strong-Wolfe line search on the sample, then Newton steps with the pseudo-inverse of the full Hessian (the
+    loss is flat along ``a -> R a``, so the Hessian is singular) until no particle's :func:`velocity` exceeds
+    ``tol``. With ``M0 = k`` neurons (the loss then depends only on the span of their ``k`` sigmoids) this is
+    usually a strict local minimum of the ``M0``-neuron problem, up to the flat ``a``, with positive loss: a saddle
+    of the mean-field landscape (Theorem 3.3: no spurious local minima). Raises a
+    ValueError if the velocity is still above ``tol`` after ``newton_steps``."""
     k = _student_k(init, x)
+    if init.ndim != 2:
+        raise ValueError("init must be one student's particles, (M0, k + d + 1)")
     max_iter = checks.positive_int("max_iter", max_iter)
-    rounds = checks.positive_int("rounds", rounds)
+    newton_steps = checks.positive_int("newton_steps", newton_steps)
     tol = checks.nonnegative_float("tol", tol, strict=True)
     theta = init.detach().clone().requires_grad_(True)
-    for _ in range(rounds):
-        optimizer = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, tolerance_grad=1e-14,
-                                      tolerance_change=1e-16, history_size=50, line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, tolerance_grad=1e-12,
+                                  tolerance_change=1e-15, history_size=50, line_search_fn="strong_wolfe")
 
-        def closure() -> Tensor:
-            optimizer.zero_grad()
-            loss = static_loss(theta, targets, x, k)
-            loss.backward()
-            return loss
+    def closure() -> Tensor:
+        optimizer.zero_grad()
+        loss = static_loss(theta, targets, x, k)
+        loss.backward()
+        return loss
 
-        optimizer.step(closure)
-        if velocity(theta.detach(), targets, x, k).norm(dim=-1).max() < tol:
-            break
-    return theta.detach()
+    optimizer.step(closure)
+    theta = theta.detach()
+    shape = theta.shape
+
+    def flat_loss(flat: Tensor) -> Tensor:
+        return static_loss(flat.view(shape), targets, x, k)
+
+    for _ in range(newton_steps):
+        speed = velocity(theta, targets, x, k).norm(dim=-1).max()
+        if speed < tol:
+            return theta
+        flat = theta.flatten().requires_grad_(True)
+        (grad,) = torch.autograd.grad(flat_loss(flat), flat)
+        hess = torch.autograd.functional.hessian(flat_loss, flat.detach())
+        theta = (flat.detach() - torch.linalg.pinv(hess, rtol=1e-8, hermitian=True) @ grad).view(shape)
+    speed = velocity(theta, targets, x, k).norm(dim=-1).max()
+    if speed >= tol:
+        raise ValueError(f"no critical point reached: the largest particle velocity is {speed:.1e} after "
+                         f"{newton_steps} Newton steps; try another init")
+    return theta
 
 
 def descent_rotation(student: Tensor, targets: Tensor, x: Tensor) -> Tensor:
@@ -221,9 +244,11 @@ def gp_perturbation(particles: Tensor, generator: torch.Generator, size: float, 
     p = particles.detach().double()
     kernel = torch.exp(-torch.cdist(p, p).square() / (2 * bandwidth**2))
     # The symmetric square root, not a Cholesky factor with jitter: coincident particles have equal rows of the
-    # kernel, so they get exactly equal displacements (a jitter would split them by its own square root).
+    # kernel, so they get equal displacements. Eigenvalues at round-off level are dropped, since their square roots
+    # (1e-8 for 1e-16) would split coincident particles where a smooth field cannot.
     evals, evecs = torch.linalg.eigh(kernel)
-    root = evecs * evals.clamp(min=0).sqrt() @ evecs.mT
+    evals = torch.where(evals > 1e-10 * evals[-1], evals, torch.zeros_like(evals))
+    root = evecs * evals.sqrt() @ evecs.mT
     z = torch.randn(p.shape, generator=generator, device=generator.device, dtype=p.dtype)
     return (size * root @ z).to(particles.dtype)
 
