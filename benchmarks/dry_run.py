@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 LOOPS = {"icl_utils.train": {"train": "config", "train_ensemble": "config", "fit_features_exact": "max_iter"},
          "icl_utils.gd": {"gradient_descent": "steps"},
          "icl_utils.dynamics.softmax_attention": {"run_gradient_descent": "steps"},
-         "icl_utils.dynamics.mean_field": {"run_gradient_descent": "steps", "critical_point": "max_iter"}}
+         "icl_utils.dynamics.mean_field": {"run_gradient_descent": "steps"}}
 
 
 def _cap_config(args: tuple, kwargs: dict, steps: int) -> tuple[tuple, dict]:

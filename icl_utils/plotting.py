@@ -506,7 +506,7 @@ def plot_escape_by_variant(escapes: Mapping[str, np.ndarray], *, steps: int, ax:
         jitter = np.linspace(-0.12, 0.12, len(values)) if len(values) > 1 else np.zeros(1)
         ax.plot(i + jitter, values, "o", color=color, markersize=4, alpha=0.8)
         ax.plot([i - 0.25, i + 0.25], [np.median(values)] * 2, color=color, linewidth=2)
-    ax.set_xticks(range(len(escapes)), [name.replace(" ", "\n") for name in escapes])
+    ax.set_xticks(range(len(escapes)), list(escapes), rotation=20, ha="right", rotation_mode="anchor")
     ax.set_xlim(-0.5, len(escapes) - 0.5)
     ax.set_ylabel("step where the loss halves")
     if title is not None:

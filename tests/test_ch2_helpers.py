@@ -58,6 +58,26 @@ def test_students_trained_together_are_trained_as_alone(problem):
     assert sgd.losses.shape == (2, 2) and not torch.equal(sgd.particles[0], sgd.particles[1])
 
 
+def test_sgd_steps_on_the_drawn_prompts(problem):
+    """One SGD step of the static model is a gradient step on the static loss over the drawn prompts' inputs, and
+    of the attention model on the leave-one-out loss of the drawn prompts; each student draws its own."""
+    _, _, _, init, data = problem
+    stack = torch.stack([init, init])
+    for model, lr in (("static", 0.2 * M), ("attention", None)):
+        run = mf.run_gradient_descent(model, data, stack, steps=1, eta=0.2, batch=3, gamma_lr=1.0,
+                                      generator=torch.Generator().manual_seed(4), progress=False)
+        drawn = data.draw(2, 3, torch.Generator().manual_seed(4))
+        for s in range(2):
+            p = init.clone().requires_grad_(True)
+            if model == "static":
+                loss = mf.static_loss(p, drawn.f[s].flatten(0, 1), drawn.x[s].flatten(0, 1), K)
+            else:
+                loss = mf.icl_loss(p, torch.eye(K, dtype=p.dtype), drawn.x[s], drawn.y[s])
+            (grad,) = torch.autograd.grad(loss, p)
+            torch.testing.assert_close(run.particles[s], init - 0.2 * M * grad, rtol=0, atol=1e-12)
+        assert not torch.equal(run.particles[0], run.particles[1])
+
+
 def test_static_and_modified_models(problem):
     _, x, f, init, data = problem
     static = mf.run_gradient_descent("static", data, init, steps=20, eta=0.2, record_every=10, progress=False)
@@ -69,13 +89,13 @@ def test_static_and_modified_models(problem):
         (grad,) = torch.autograd.grad(mf.static_loss(manual, f, x, K), manual)
         manual = (manual - 0.2 * M * grad).detach()
     torch.testing.assert_close(static.particles, manual, rtol=0, atol=1e-12)
-    # a flat start (all neurons equal) stalls, so the modified dynamics intervene at the second check
+    # a flat start (all neurons equal) stalls, so the modified dynamics intervene at every check
     flat = init[:1].repeat(M, 1)
     g = torch.Generator().manual_seed(7)
     with pytest.warns(RuntimeWarning, match="nearly singular") as caught:
         modified = mf.run_gradient_descent("modified", data, flat, steps=205, eta=1e-6, generator=g,
                                            record_every=10, progress=False)
-    assert modified.events == [(200, 0)]
+    assert modified.events == [(100, 0), (200, 0)]
     assert len([w for w in caught if "nearly singular" in str(w.message)]) == 1  # once per run, not per record
 
 
@@ -166,7 +186,7 @@ def test_figures_draw_what_they_show(problem):
     assert len(b.get_lines()) == 2
     assert c.get_lines()[0].get_ydata().tolist() == [10.0, 20.0, 30.0]  # never escaped: drawn at the run's end
     assert [t.get_text() for t in c.get_xticklabels()] == ["0", "1e-4", "1e-8"]
-    assert [t.get_text() for t in d.get_xticklabels()] == ["static", "perturbation\nonly"]
+    assert [t.get_text() for t in d.get_xticklabels()] == ["static", "perturbation only"]
     assert d.get_lines()[1].get_ydata().tolist() == [27.5, 27.5]  # the median bar
     plt.close(fig)
     ax = plot_model_losses(np.arange(3), {"static": np.ones(3)}, ylabel="excess")

@@ -142,7 +142,7 @@ def test_critical_point_has_zero_velocity_and_negative_splitting_curvature(sampl
 def test_descent_rotation_gives_the_steepest_mixture_slope(sample):
     teacher, x, f = sample
     student = init_particles(16, D, K, torch.Generator().manual_seed(5)).double()
-    best = descent_rotation(student, f, x)
+    best, predicted = descent_rotation(student, f, x)
     assert torch.linalg.matrix_norm(best, ord=2) < 1 + 1e-9
 
     def slope(rotation):
@@ -150,9 +150,13 @@ def test_descent_rotation_gives_the_steepest_mixture_slope(sample):
         return ((static_loss(mixture(student, teacher.particles, s, rotation), f, x, K)
                  - static_loss(student, f, x, K)) / s).item()
 
+    assert slope(best) == pytest.approx(predicted, rel=1e-3) and predicted < 0
     gen = torch.Generator().manual_seed(6)
     others = [torch.linalg.qr(torch.randn(K, K, generator=gen, dtype=torch.float64))[0] for _ in range(20)]
-    assert slope(best) < 0 and all(slope(best) <= slope(r) + 1e-6 for r in others)
+    assert all(slope(best) <= slope(r) + 1e-6 for r in others)
+    assert slope(best.T) > slope(best) + 1e-3  # a wrong polar factor (transposed) is not the steepest
+    with pytest.raises(ValueError, match="targets must be the teacher's k = 3 features"):
+        descent_rotation(student, torch.cat([f, f[:, :1]], 1), x)
 
 
 def test_gp_perturbation_moves_nearby_particles_together():
@@ -184,6 +188,14 @@ def test_birth_death_intervenes_only_on_a_plateau_and_per_student():
     for step in range(40):
         quiet(step, torch.ones(8, 4), None)
     assert quiet.events == []
+    nudged = BirthDeathPerturbation(lambda p: torch.tensor([0.04]), lambda c: torch.zeros(c, 4), gen, patience=10,
+                                    birth_death=False, size=0.5)  # the perturbation alone: every particle moves
+    cloud = torch.randn(8, 4, generator=gen)
+    before = cloud.clone()
+    for step in range(10):
+        nudged(step, cloud, None)
+    assert nudged.events == [(10, 0)] and bool(((cloud - before).abs().sum(1) > 0).all())
+    assert not bool((cloud == 0).all(1).any())  # nobody reborn
 
 
 def test_gradient_descent_with_per_block_steps_and_a_hook():

@@ -14,11 +14,15 @@ least-squares problem, the fast timescale) gives ``Gamma = Sigma_{mu,mu}^-1`` an
     L(mu) = E ||f||^2 - tr(Sigma_{o,mu} Sigma_{mu,mu}^-1 Sigma_{mu,o}),
 
 the *static* model's loss. The *modified* dynamics add the birth-death and Gaussian-process perturbation steps of
-the paper's Algorithm 1 (:class:`BirthDeathPerturbation`). Expectations are averages over a fixed sample of inputs.
+the paper's Algorithm 1 (:class:`BirthDeathPerturbation`). Expectations are averages over a sample of inputs.
 
-:func:`run_gradient_descent` trains any of the three models (:data:`MODELS`); :func:`fit_saddle_escape` measures
-the exponential escape from a saddle, :func:`path_losses` the loss along the mixture path towards a rotated teacher,
-and :func:`readout_error` what a student's features explain of another function of the inputs.
+Every loss takes one student's particles ``(M, p)`` or ``S`` students' ``(S, M, p)`` (seeds trained together, one
+loss each). :func:`run_gradient_descent` trains any of the three models (:data:`MODELS`) by SGD on a fixed set of
+prompts (:class:`FeaturePrompts`, the paper's protocol; the attention model reads them through :func:`icl_loss`)
+or by gradient descent on all of them. :func:`critical_point`, :func:`velocity` and :func:`potential_hessians`
+build and check a saddle; :func:`fit_saddle_escape` and :func:`escape_steps` measure the escape from it;
+:func:`descent_rotation` and :func:`path_losses` follow Theorem 3.3's path towards the teacher; and
+:func:`readout_error` says what a student's features explain of another function of the inputs.
 """
 
 from __future__ import annotations
@@ -147,21 +151,28 @@ def velocity(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Tensor:
     return -grad * particles.shape[-2]
 
 
+def _loss_gradient(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Tensor:
+    """``g = dL/dh`` at the sample's inputs, ``(K, k)``, for one student's static loss (with the sample mean's 1/K)."""
+    h = sigmoid_network(particles.detach(), x, k).requires_grad_(True)
+    targets, _, cross, cov = targets, h, targets.mT @ h / len(x), h.mT @ h / len(x)
+    explained = (cross * torch.linalg.solve(_regularized(cov, 1e-8), cross.mT).mT).sum()
+    (g,) = torch.autograd.grad(-explained, h)  # E ||f||^2 does not depend on h
+    return g
+
+
 def potential_hessians(particles: Tensor, targets: Tensor, x: Tensor, k: int, at: Tensor | None = None) -> Tensor:
     """The Hessian of the first variation ``V = dL/dmu`` of the static loss of the cloud ``particles``, at each of
     the neurons ``at`` (``(m, k + d + 1)``; by default the particles themselves): ``(m, p, p)``. A negative
     eigenvalue at a critical point means that splitting that neuron's copies along its eigenvector lowers the loss
-    at second order, a direction of negative curvature (the point is a saddle, not a minimum)."""
+    at second order, a direction of negative curvature. ``V`` is linear in the output weights ``a``, so wherever
+    ``dL/dh`` is not zero its Hessian has such eigenvalues: at a critical point with positive loss, a saddle."""
     k = _student_k(particles, x)
     if particles.ndim != 2:
         raise ValueError("particles must be one student's particles, (M, k + d + 1)")
     at = particles if at is None else at
     if not isinstance(at, Tensor) or at.ndim != 2 or at.shape[1] != particles.shape[1]:
         raise ValueError(f"at must be a tensor of neurons, (m, {particles.shape[1]})")
-    h = sigmoid_network(particles.detach(), x, k).requires_grad_(True)
-    cross, cov = targets.mT @ h / len(x), h.mT @ h / len(x)
-    loss = -torch.trace(cross @ torch.linalg.solve(_regularized(cov, 1e-8), cross.mT))
-    (g,) = torch.autograd.grad(loss, h)  # dL/dh(x_i), with the 1/K of the sample mean
+    g = _loss_gradient(particles, targets, x, k)
 
     def potential(theta: Tensor) -> Tensor:
         return (g * sigmoid_network(theta[None], x, k)).sum()  # one neuron: h = a sigma(w^T x + b)
@@ -216,21 +227,20 @@ def critical_point(init: Tensor, targets: Tensor, x: Tensor, *, max_iter: int = 
     return theta
 
 
-def descent_rotation(student: Tensor, targets: Tensor, x: Tensor) -> Tensor:
+def descent_rotation(student: Tensor, targets: Tensor, x: Tensor) -> tuple[Tensor, float]:
     """The ``R`` in the unit ball of the operator norm (the convex hull of ``O(k)``) along whose mixture
-    ``(1 - s) mu + s R#mu_o`` the static loss falls fastest at ``s = 0`` (Theorem 3.3's direction of decrease):
-    the slope there is ``<g, R f - h>`` for ``g = dL/dh``, and ``<g, h> = 0`` because the loss does not change when
-    ``h`` is scaled, so the best ``R`` is minus the polar factor of ``G = E[g f^T]``, with slope ``-||G||_*``.
+    ``(1 - s) mu + s R#mu_o`` the static loss falls fastest at ``s = 0`` (Theorem 3.3's direction of decrease), and
+    that slope. The slope is ``<g, R f - h>`` for ``g = dL/dh``, and ``<g, h> = 0`` because the loss does not change
+    when ``h`` is scaled, so the best ``R`` is minus the polar factor of ``G = E[g f^T]``, with slope ``-||G||_*``.
     ``targets`` are the teacher's features ``f`` on ``x``."""
     k = _student_k(student, x)
     if student.ndim != 2:
         raise ValueError("student must be one student's particles, (M, k + d + 1)")
-    h = sigmoid_network(student.detach(), x, k).requires_grad_(True)
-    cross, cov = targets.mT @ h / len(x), h.mT @ h / len(x)
-    loss = -torch.trace(cross @ torch.linalg.solve(_regularized(cov, 1e-8), cross.mT))
-    (g,) = torch.autograd.grad(loss, h)
-    u, _, vh = torch.linalg.svd(g.mT @ targets)  # G = E[g f^T], with the 1/K in g
-    return -(u @ vh)
+    if not isinstance(targets, Tensor) or targets.shape != (x.shape[0], k):
+        raise ValueError(f"targets must be the teacher's k = {k} features at x, ({x.shape[0]}, {k})")
+    g = _loss_gradient(student, targets, x, k)
+    u, sing, vh = torch.linalg.svd(g.mT @ targets, full_matrices=False)  # G = E[g f^T], with the 1/K in g
+    return -(u @ vh), -sing.sum().item()
 
 
 def gp_perturbation(particles: Tensor, generator: torch.Generator, size: float, bandwidth: float) -> Tensor:
@@ -260,8 +270,9 @@ class BirthDeathPerturbation:
     training losses); for each student whose loss has not dropped by the relative ``threshold`` since the last
     check, a ``fraction`` of its particles, chosen at random, are replaced by fresh draws from the initial
     distribution (``birth_death``) and all of its particles are displaced by a Gaussian-process perturbation
-    (``perturbation``). Once a student's loss is below ``tolerance`` times its first evaluated loss (the
-    algorithm's convergence error epsilon, relative) it is left alone: near a minimum the loss always stalls.
+    (``perturbation``). Once a student's loss is below ``tolerance`` times its ``reference`` loss (by default its
+    loss at the first call; the algorithm's convergence error epsilon, relative) it is left alone: near a minimum
+    the loss always stalls.
     ``events`` records ``(step, student)`` for each intervention."""
 
     evaluate: Callable[[Tensor], Tensor]  # particles (S, M, p) -> losses (S,)
@@ -275,6 +286,7 @@ class BirthDeathPerturbation:
     tolerance: float = 0.0
     birth_death: bool = True
     perturbation: bool = True
+    reference: Tensor | None = None
     events: list[tuple[int, int]] = field(default_factory=list)
     _checked: list[np.ndarray] = field(default_factory=list, repr=False)
 
@@ -295,16 +307,22 @@ class BirthDeathPerturbation:
         if self.fraction > 1:
             raise ValueError(f"fraction must be in [0, 1], got {self.fraction}")
 
+    def _losses(self, particles: Tensor) -> np.ndarray:
+        with torch.no_grad():
+            return np.atleast_1d(torch.as_tensor(self.evaluate(particles)).detach().cpu().numpy())
+
     def __call__(self, step: int, particles: Tensor, loss: object = None) -> None:
+        if not self._checked:  # the first call
+            current = self._losses(particles)
+            self._checked.append(current)
+            if self.reference is None:
+                self.reference = current
+            self.reference = np.atleast_1d(torch.as_tensor(self.reference).detach().cpu().numpy())
         if (step + 1) % self.patience:
             return
-        with torch.no_grad():
-            current = np.atleast_1d(torch.as_tensor(self.evaluate(particles)).detach().cpu().numpy())
+        current = self._losses(particles)
         self._checked.append(current)
-        if len(self._checked) < 2:
-            return
-        stalled = (current > (1 - self.threshold) * self._checked[-2]) & (
-            current >= self.tolerance * self._checked[0])
+        stalled = (current > (1 - self.threshold) * self._checked[-2]) & (current >= self.tolerance * self.reference)
         stacked = particles if particles.ndim == 3 else particles[None]
         for s in np.flatnonzero(stalled):
             cloud = stacked[s]
@@ -316,9 +334,7 @@ class BirthDeathPerturbation:
                 cloud += gp_perturbation(cloud, self.generator, self.size, self.bandwidth)
             self.events.append((step + 1, int(s)))
         if stalled.any():  # the next check compares with the loss after the intervention
-            with torch.no_grad():
-                after = torch.as_tensor(self.evaluate(particles)).detach().cpu().numpy()
-            self._checked[-1] = np.where(stalled, np.atleast_1d(after), current)
+            self._checked[-1] = np.where(stalled, self._losses(particles), current)
 
 
 #: The three models of the chapter: linear attention with Gamma trained jointly, the static (two-timescale) model,
@@ -371,6 +387,11 @@ class FeaturePrompts:
         f = teacher.features(x)
         return cls(x, f, (f * v[:, None, :]).sum(-1))
 
+    def head(self, count: int) -> "FeaturePrompts":
+        """The first ``count`` prompts."""
+        count = checks.positive_int("count", count)
+        return FeaturePrompts(self.x[:count], self.f[:count], self.y[:count])
+
     def inputs(self, count: int | None = None) -> tuple[Tensor, Tensor]:
         """The first ``count`` inputs and their features, flattened to ``(count, d)`` and ``(count, k_o)`` (all of
         them by default): the sample the population losses are averaged over."""
@@ -378,9 +399,11 @@ class FeaturePrompts:
         count = len(x) if count is None else min(checks.positive_int("count", count), len(x))
         return x[:count], f[:count]
 
-    def draw(self, seeds: int, batch: int, generator: torch.Generator) -> "FeaturePrompts":
+    def draw(self, seeds: int, batch: int, generator: torch.Generator) -> "_Drawn":
         """``batch`` prompts drawn at random (with replacement) for each of ``seeds`` students: ``(seeds, batch,
         ...)`` tensors."""
+        seeds, batch = checks.positive_int("seeds", seeds), checks.positive_int("batch", batch)
+        generator = checks.generator(generator)
         idx = torch.randint(len(self.x), (seeds, batch), generator=generator, device=generator.device)
         idx = idx.to(self.x.device)
         return _Drawn(self.x[idx], self.f[idx], self.y[idx])
@@ -436,7 +459,7 @@ def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, step
       optimum;
     - ``"modified"``: the static model with :class:`BirthDeathPerturbation` (patience 100 steps, threshold 1%, 5%
       of the particles reborn from :func:`init_particles`, perturbation size 0.1, silent below ``tolerance`` times
-      the first loss; ``birth_death`` and ``perturbation`` switch its two moves, for ablations).
+      the loss at ``init``; ``birth_death`` and ``perturbation`` switch its two moves, for ablations).
 
     The training loss recorded every ``record_every`` steps is the population loss (:func:`attention_loss` at the
     current ``Gamma``, or :func:`static_loss`) on the first ``eval_size`` inputs of ``data`` (all by default), one
@@ -514,6 +537,7 @@ def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, step
             lambda particles: static_loss(particles, f_eval, x_eval, k),
             lambda count: init_particles(count, dim, k, generator).to(init.dtype), generator,
             patience=100, threshold=0.01, fraction=0.05, size=0.1, tolerance=tolerance,
+            reference=static_loss(init, f_eval, x_eval, k).detach(),
             birth_death=checks.boolean("birth_death", birth_death),
             perturbation=checks.boolean("perturbation", perturbation))
     particles, history = gradient_descent(static_fn, init, lr=eta * init.shape[-2], record=record_static, hook=hook,
