@@ -154,7 +154,7 @@ def velocity(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Tensor:
 def _loss_gradient(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Tensor:
     """``g = dL/dh`` at the sample's inputs, ``(K, k)``, for one student's static loss (with the sample mean's 1/K)."""
     h = sigmoid_network(particles.detach(), x, k).requires_grad_(True)
-    targets, _, cross, cov = targets, h, targets.mT @ h / len(x), h.mT @ h / len(x)
+    cross, cov = targets.mT @ h / len(x), h.mT @ h / len(x)
     explained = (cross * torch.linalg.solve(_regularized(cov, 1e-8), cross.mT).mT).sum()
     (g,) = torch.autograd.grad(-explained, h)  # E ||f||^2 does not depend on h
     return g
@@ -272,8 +272,7 @@ class BirthDeathPerturbation:
     distribution (``birth_death``) and all of its particles are displaced by a Gaussian-process perturbation
     (``perturbation``). Once a student's loss is below ``tolerance`` times its ``reference`` loss (by default its
     loss at the first call; the algorithm's convergence error epsilon, relative) it is left alone: near a minimum
-    the loss always stalls.
-    ``events`` records ``(step, student)`` for each intervention."""
+    the loss always stalls. ``events`` records ``(step, student)`` for each intervention."""
 
     evaluate: Callable[[Tensor], Tensor]  # particles (S, M, p) -> losses (S,)
     sample_init: Callable[[int], Tensor]  # count -> fresh particles from rho_0, (count, p)
@@ -286,7 +285,7 @@ class BirthDeathPerturbation:
     tolerance: float = 0.0
     birth_death: bool = True
     perturbation: bool = True
-    reference: Tensor | None = None
+    reference: Tensor | np.ndarray | None = None  # (S,) losses; by default those at the first call
     events: list[tuple[int, int]] = field(default_factory=list)
     _checked: list[np.ndarray] = field(default_factory=list, repr=False)
 
