@@ -7,6 +7,8 @@ shape ``(B,)``. Linear algebra runs in float64 and the result comes back in the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -198,7 +200,20 @@ def kernel_ridge(
     lams: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0),
     bandwidth: float | tuple[float, ...] | None = None,
 ) -> Tensor:
-    """Gaussian-kernel ridge regression on the prompt alone, tuned per prompt by leave-one-out.
+    """Gaussian-kernel ridge regression on the prompt alone, tuned per prompt by leave-one-out: the prediction at
+    each query of :func:`kernel_ridge_fit`."""
+    prompt = checks.prompt(prompt)
+    return kernel_ridge_fit(prompt, lams, bandwidth)(prompt.x_query[:, None, :])[:, 0]
+
+
+def kernel_ridge_fit(
+    prompt: Prompt,
+    lams: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0),
+    bandwidth: float | tuple[float, ...] | None = None,
+) -> Callable[[Tensor], Tensor]:
+    """Gaussian-kernel ridge regression fitted to each prompt's examples, tuned per prompt by leave-one-out; returns
+    the fitted functions, a map from inputs ``(B, Q, d)`` to predictions ``(B, Q)`` (prompt ``b``'s function at its
+    ``Q`` inputs).
 
     The kernel is ``exp(-||x - x'||^2 / (2 h^2))`` with ``h = sqrt(d)`` unless ``bandwidth`` is given; a tuple of
     bandwidths is tuned together with the penalty. For each pair ``(h, lam)`` the leave-one-out residuals have the
@@ -217,48 +232,74 @@ def kernel_ridge(
         if not bandwidths:
             raise ValueError("bandwidth must be a positive number or a non-empty sequence of them")
         bandwidths = tuple(checks.nonnegative_float("bandwidth", h, strict=True) for h in bandwidths)
+    x = prompt.x.double()
     if prompt.n_context == 0:
-        return torch.zeros_like(prompt.y_query)
-    # A chunk of prompts at a time: each holds several n x n kernels in float64.
-    chunk = config.prompts_per_chunk(prompt.n_context * (prompt.n_context + prompt.dim))
-    return torch.cat([_kernel_ridge(part, lams, bandwidths) for part in prompt.split(chunk)])
+        alpha, width = x.new_zeros(prompt.batch_size, 0), x.new_ones(prompt.batch_size)
+    else:
+        # A chunk of prompts at a time: each holds several n x n kernels in float64.
+        chunk = config.prompts_per_chunk(prompt.n_context * (prompt.n_context + prompt.dim))
+        fits = [_kernel_ridge(part, lams, bandwidths) for part in prompt.split(chunk)]
+        alpha, width = torch.cat([a for a, _ in fits]), torch.cat([h for _, h in fits])
+
+    def predict(inputs: Tensor) -> Tensor:
+        if not isinstance(inputs, Tensor) or inputs.ndim != 3 or inputs.shape[0] != prompt.batch_size or (
+                inputs.shape[2] != prompt.dim):
+            raise ValueError(f"inputs must have shape ({prompt.batch_size}, Q, {prompt.dim}), got "
+                             f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}")
+        kernel = torch.exp(-torch.cdist(inputs.double(), x).square() / (2 * width[:, None, None] ** 2))
+        return (kernel @ alpha[..., None])[..., 0].to(inputs.dtype)
+
+    return predict
 
 
-def _kernel_ridge(prompt: Prompt, lams: tuple[float, ...], bandwidths: tuple[float, ...]) -> Tensor:
-    """:func:`kernel_ridge` on a chunk of prompts, its arguments checked."""
-    x, y, xq = prompt.x.double(), prompt.y.double(), prompt.x_query.double()
-    sq_dist, sq_dist_query = torch.cdist(x, x).square(), (x - xq[:, None, :]).square().sum(-1)
+def _kernel_ridge(prompt: Prompt, lams: tuple[float, ...], bandwidths: tuple[float, ...]) -> tuple[Tensor, Tensor]:
+    """The dual weights ``alpha`` (B, n) and bandwidth (B,) that :func:`kernel_ridge_fit` picks on a chunk of
+    prompts, its arguments checked."""
+    x, y = prompt.x.double(), prompt.y.double()
+    sq_dist = torch.cdist(x, x).square()
     eye = torch.eye(prompt.n_context, dtype=x.dtype, device=x.device)
     best_loo = torch.full_like(y[:, 0], float("inf"))
-    best_pred = torch.zeros_like(y[:, 0])
+    best_alpha, best_width = torch.zeros_like(y), torch.ones_like(y[:, 0])
     for h in bandwidths:
-        kernel, k_query = torch.exp(-sq_dist / (2 * h * h)), torch.exp(-sq_dist_query / (2 * h * h))
+        kernel = torch.exp(-sq_dist / (2 * h * h))
         for lam in lams:
-            inv = torch.linalg.inv(kernel + lam * eye)
+            # Cholesky, not LU: K + lam I is positive definite, and torch 2.13's batched LU inverse on MKL returns
+            # garbage after an explicit torch.set_num_threads(2) (measured on these machines).
+            inv = torch.cholesky_inverse(torch.linalg.cholesky(kernel + lam * eye))
             alpha = (inv @ y[..., None])[..., 0]
             loo = (alpha / torch.diagonal(inv, dim1=1, dim2=2)).square().mean(1)
-            pred = (k_query * alpha).sum(1)
             better = loo < best_loo * (1 - 1e-9)  # a relative margin: ties (n = 1) break the same way at any y scale
-            best_loo, best_pred = torch.where(better, loo, best_loo), torch.where(better, pred, best_pred)
-    return best_pred.to(prompt.x.dtype)
+            best_loo = torch.where(better, loo, best_loo)
+            best_alpha = torch.where(better[:, None], alpha, best_alpha)
+            best_width = torch.where(better, torch.full_like(best_width, h), best_width)
+    return best_alpha, best_width
 
 
 def two_layer_network(
     prompt: Prompt, width: int = 64, steps: int = 300, lr: float = 1e-2, weight_decay: float = 1e-3, seed: int = 0
 ) -> Tensor:
-    """A two-layer ReLU network ``sum_j a_j ReLU(<w_j, x> + b_j)`` fitted to each prompt's examples alone.
+    """A two-layer ReLU network fitted to each prompt's examples alone (:func:`two_layer_network_fit`), evaluated at
+    each query."""
+    prompt = checks.prompt(prompt)
+    fitted = two_layer_network_fit(prompt, width, steps, lr, weight_decay, seed)
+    return fitted(prompt.x_query[:, None, :])[:, 0]
+
+
+def two_layer_network_fit(
+    prompt: Prompt, width: int = 64, steps: int = 300, lr: float = 1e-2, weight_decay: float = 1e-3, seed: int = 0
+) -> Callable[[Tensor], Tensor]:
+    """A two-layer ReLU network ``sum_j a_j ReLU(<w_j, x> + b_j)`` fitted to each prompt's examples alone; returns
+    the fitted networks, a map from inputs ``(B, Q, d)`` to predictions ``(B, Q)``.
 
     One network per prompt, all trained at once (batched parameters) by ``steps`` full-batch Adam steps on the
     mean squared error plus ``weight_decay`` times the squared weights; first-layer rows start uniform on the
-    sphere, the output layer at zero. Returns the prediction at each query.
+    sphere, the output layer at zero.
     """
     prompt = checks.prompt(prompt)
     width = checks.positive_int("width", width)
     steps = checks.positive_int("steps", steps)
     lr = checks.nonnegative_float("lr", lr, strict=True)
     weight_decay = checks.nonnegative_float("weight_decay", weight_decay)
-    if prompt.n_context == 0:
-        return torch.zeros_like(prompt.y_query)
     g = torch.Generator(device=prompt.x.device).manual_seed(checks.positive_int("seed", seed, minimum=0))
     batch, dim = prompt.batch_size, prompt.dim
     like = {"device": prompt.x.device, "dtype": prompt.x.dtype}  # the network computes in the prompt's dtype
@@ -270,13 +311,21 @@ def two_layer_network(
     def net(x: Tensor) -> Tensor:
         return (torch.relu(x @ w.transpose(1, 2) + b[:, None, :]) * a[:, None, :]).sum(-1)
 
-    optimizer = torch.optim.Adam([w, b, a], lr=lr, fused=True)
-    with torch.enable_grad():
-        for _ in range(steps):
-            loss = (net(prompt.x) - prompt.y).square().mean(1).sum()
-            loss = loss + weight_decay * (w.square().sum() + a.square().sum())
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-    with torch.no_grad():
-        return net(prompt.x_query[:, None, :])[:, 0]
+    if prompt.n_context > 0:
+        optimizer = torch.optim.Adam([w, b, a], lr=lr, fused=True)
+        with torch.enable_grad():
+            for _ in range(steps):
+                loss = (net(prompt.x) - prompt.y).square().mean(1).sum()
+                loss = loss + weight_decay * (w.square().sum() + a.square().sum())
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+
+    @torch.no_grad()
+    def predict(inputs: Tensor) -> Tensor:
+        if not isinstance(inputs, Tensor) or inputs.ndim != 3 or inputs.shape[0] != batch or inputs.shape[2] != dim:
+            raise ValueError(f"inputs must have shape ({batch}, Q, {dim}), got "
+                             f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}")
+        return net(inputs.to(**like))
+
+    return predict

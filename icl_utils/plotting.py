@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator
 import torch
 from torch import Tensor
@@ -579,50 +580,137 @@ def plot_subspace_mass(
     return ax.figure
 
 
-def plot_risk_against_examples(
-    ns: Sequence[int],
-    by_dim: Mapping[int, Sequence[float]],
-    by_rank: Mapping[int, Sequence[float]],
-    *,
-    baseline_ns: Sequence[int] = (),
-    baselines: Mapping[str, Mapping[int, Sequence[float]]] | None = None,
-    rank_dim: int | None = None,
-    zero_risk: float = 1.0,
-) -> Figure:
-    """Test error of a pretrained model against the number of in-context examples ``n*``, in two panels sharing a
-    log y axis (x on a log2 scale).
+def _seed_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
+    """The median over seeds of ``values`` ``(seeds, len(xs))`` as a line, their range as a band."""
+    values = np.asarray(values, dtype=float)
+    _median_band(ax, xs, values.T if values.ndim == 2 else values, **style)
 
-    Top: ``by_dim`` maps an ambient dimension ``d`` to the risks at ``ns`` (solid, dots, one :data:`PALETTE` colour
-    per ``d``); ``baselines`` maps a prompt-only learner's name to ``{d: risks at baseline_ns}``, drawn in the
-    colour of its ``d``, dashed for the first learner, dotted for the second, dash-dotted for a third. Bottom:
-    ``by_rank`` maps a subspace dimension ``r`` to the risks at ``ns`` (squares), at ambient dimension ``rank_dim``
-    (the title). A grey dash-dotted line marks ``zero_risk``, the error of predicting zero.
+
+def plot_risk_against_examples(
+    ns: Sequence[float],
+    by_dim: Mapping[int, np.ndarray],
+    by_rank: Mapping[int, np.ndarray],
+    *,
+    prompt_free: Mapping[int, float],
+    rank: int,
+    rank_dim: int,
+    baselines: Mapping[str, Mapping[int, tuple[Sequence[float], Sequence[float]]]] | None = None,
+    target: float | None = None,
+) -> Figure:
+    """Test error against the number of in-context examples ``n*`` (log-log), in two panels one above the other.
+
+    Top, subspace dimension ``rank``: ``by_dim`` maps an ambient dimension ``d`` to the pretrained model's risks,
+    shape ``(seeds, len(ns))`` (median solid, range over seeds as a band, one :data:`PALETTE` colour per ``d``);
+    ``baselines`` maps a prompt-only learner's name to ``{d: (its ns, its risks)}``, dashed for the first learner,
+    dotted for the second, in the colour of ``d``; ``target`` is a grey dotted level. Bottom, ``d = rank_dim``:
+    ``by_rank`` maps ``r`` to risks as ``by_dim``. ``prompt_free`` maps ``r`` to the risk of the prompt-free
+    predictor ``E[y | x]``, drawn as a dash-dotted level in each ``r``'s colour (black at the top).
     """
     baselines = baselines or {}
-    if len(by_dim) > len(PALETTE) or len(by_rank) > len(PALETTE) or len(baselines) > 3:
-        raise ValueError(f"at most {len(PALETTE)} dimensions, {len(PALETTE)} ranks and 3 baselines can be drawn")
+    if len(by_dim) > len(PALETTE) or len(by_rank) > len(PALETTE) or len(baselines) > 2:
+        raise ValueError(f"at most {len(PALETTE)} dimensions, {len(PALETTE)} ranks and 2 baselines can be drawn")
     for name, curves in {"by_dim": by_dim, "by_rank": by_rank}.items():
-        if any(len(v) != len(ns) for v in curves.values()):
-            raise ValueError(f"every curve of {name} must have one risk per n in ns ({len(ns)})")
+        if any(np.asarray(v).shape[-1] != len(ns) for v in curves.values()):
+            raise ValueError(f"every curve of {name} must have one risk per n in ns ({len(ns)}) on its last axis")
+    missing = ({rank} | set(by_rank)) - set(prompt_free)
+    if missing:
+        raise ValueError(f"prompt_free must give the prompt-free risk of every rank drawn, missing {sorted(missing)}")
     for name, curves in baselines.items():
-        if set(curves) - set(by_dim) or any(len(v) != len(baseline_ns) for v in curves.values()):
-            raise ValueError(f"baseline {name!r} must map dimensions of by_dim to one risk per n in baseline_ns")
-    # one above the other: the first panel's legend (every dimension and baseline) needs the column's width
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 7.6), sharey=True)
-    x, labels = np.asarray(ns), dict(xlabel="in-context examples $n^*$", ylabel="test squared error")
-    colors = dict(zip(by_dim, PALETTE))
-    plot_lines(x, {f"pretrained, d={d}": v for d, v in by_dim.items()}, ax=ax1, logy=True, logx=True,
-               styles={f"pretrained, d={d}": {"color": c, "marker": "o"} for d, c in colors.items()}, **labels)
-    for d, color in colors.items():
-        for (name, curves), ls in zip(baselines.items(), ("--", ":", "-.")):
+        if set(curves) - set(by_dim) or any(len(x) != len(y) for x, y in curves.values()):
+            raise ValueError(f"baseline {name!r} must map dimensions of by_dim to (ns, risks) of one length")
+    # one above the other: the first panel's legend (every dimension and learner) needs the column's width
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 8.2), sharey=True)
+    x = np.asarray(ns, dtype=float)
+    styles = dict(zip(baselines, ("--", ":")))
+    for (d, values), color in zip(by_dim.items(), PALETTE):
+        _seed_band(ax1, x, values, color=color)
+        for name, curves in baselines.items():
             if d in curves:
-                ax1.plot(baseline_ns, curves[d], ls, color=color, label=f"{name}, d={d}")
-    ax1.legend(ncol=2)
-    plot_lines(x, {f"r={r}": v for r, v in by_rank.items()}, ax=ax2, logy=True, logx=True,
-               styles={f"r={r}": {"color": c, "marker": "s"} for r, c in zip(by_rank, PALETTE)}, **labels)
-    ax2.set_title("pretrained" if rank_dim is None else f"pretrained, d = {rank_dim}")
+                ax1.plot(*curves[d], styles[name], color=color)
+    ax1.axhline(prompt_free[rank], color="k", linestyle="-.", linewidth=1)
+    if target is not None:
+        ax1.axhline(target, color="0.5", linestyle=":", linewidth=1)
+    # One legend entry per colour (d) and per line style (learner), not one per curve.
+    handles = [Line2D([], [], color=c, label=f"d = {d}") for d, c in zip(by_dim, PALETTE)]
+    handles += [Line2D([], [], color="k", linestyle=ls, label=name)
+                for name, ls in {"pretrained": "-", **styles}.items()]
+    handles.append(Line2D([], [], color="k", linestyle="-.", linewidth=1, label="prompt-free E[y|x]"))
+    if target is not None:
+        handles.append(Line2D([], [], color="0.5", linestyle=":", linewidth=1, label="target"))
+    ax1.set_title(f"r = {rank}")
+    for (r, values), color in zip(by_rank.items(), PALETTE):
+        _seed_band(ax2, x, values, color=color, label=f"r={r}")
+        ax2.axhline(prompt_free[r], color=color, linestyle="-.", linewidth=1)
+    ax2.set_title(f"pretrained, d = {rank_dim} (dash-dot: E[y|x])")
     for ax in (ax1, ax2):
-        ax.axhline(zero_risk, color="0.5", linewidth=1, linestyle="-.")
+        ax.set(xscale="log", yscale="log", xlabel="in-context examples $n^*$", ylabel="test squared error")
+    ax1.legend(handles=handles, ncol=2, loc="lower left")
+    ax2.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_subspace_recovery(
+    tasks_by_dim: Mapping[int, np.ndarray],
+    mass_by_dim: Mapping[int, np.ndarray],
+    *,
+    exponents: Sequence[float] = (2, 3),
+    level: float | None = None,
+) -> Figure:
+    """Stage-1 subspace recovery against the number of tasks ``T1``, one panel per scaling ``T1 / d^a`` for ``a``
+    in ``exponents``: the scaling under which the curves for different ``d`` fall on one another is the one the
+    requirement follows. ``tasks_by_dim`` maps ``d`` to its ``T1`` grid, ``mass_by_dim`` to the mass in ``S`` per
+    seed, shape ``(seeds, len(T1 grid))`` (median and range over seeds); ``level`` is a grey dotted line."""
+    if set(tasks_by_dim) != set(mass_by_dim) or not tasks_by_dim:
+        raise ValueError("tasks_by_dim and mass_by_dim must name the same, non-empty set of dimensions")
+    for d, masses in mass_by_dim.items():
+        if np.asarray(masses).shape[-1] != len(tasks_by_dim[d]):
+            raise ValueError(f"mass_by_dim[{d}] must have one column per T1 of tasks_by_dim[{d}]")
+    fig, axes = plt.subplots(1, len(exponents), figsize=_size(FIGURE_WIDTH, 3.4), sharey=True, squeeze=False)
+    for ax, a in zip(axes[0], exponents):
+        for (d, t1), color in zip(tasks_by_dim.items(), PALETTE):
+            _seed_band(ax, np.asarray(t1, dtype=float) / d**a, mass_by_dim[d], color=color, marker="o",
+                       markersize=3, label=f"d = {d}")
+        if level is not None:
+            ax.axhline(level, color="0.5", linestyle=":", linewidth=1)
+        ax.set(xscale="log", xlabel=f"stage-1 tasks $T_1 / d^{{{a:g}}}$", ylim=(0, 1))
+        ax.legend()
+    axes[0, 0].set_ylabel("mass of $W$ in $\\mathcal{S}$")
+    fig.tight_layout()
+    return fig
+
+
+def plot_sample_complexity(
+    panels: Mapping[str, tuple[Sequence[float], Mapping[str, np.ndarray]]],
+    *,
+    slopes: Mapping[str, Mapping[str, float]] | None = None,
+    ylabel: str = "examples needed $n^*$",
+) -> Figure:
+    """Sample complexity against a problem size, log-log, one panel per entry of ``panels``: a title to ``(xs,
+    {learner: values})`` with values of shape ``(len(xs),)`` or ``(len(xs), 3)`` (estimate, low, high: a
+    marker with an error bar). ``slopes`` maps a title to ``{learner: fitted exponent}``, written in the legend."""
+    if not panels:
+        raise ValueError("panels must hold at least one panel")
+    fig, axes = plt.subplots(1, len(panels), figsize=_size(FIGURE_WIDTH, 3.4), squeeze=False)
+    for ax, (title, (xs, curves)) in zip(axes[0], panels.items()):
+        xs = np.asarray(xs, dtype=float)
+        for i, (name, values) in enumerate(curves.items()):
+            values = np.asarray(values, dtype=float).reshape(len(xs), -1)
+            values = np.where(np.isfinite(values), values, np.nan)  # a learner that never reached: no marker
+            label = name
+            exponent = (slopes or {}).get(title, {}).get(name)
+            if exponent is not None:
+                label = f"{name} (slope {exponent:.2f})"
+            color = PALETTE[i % len(PALETTE)]
+            ax.plot(xs, values[:, 0], "-o", color=color, label=label)
+            if values.shape[1] == 3:
+                ax.errorbar(xs, values[:, 0], yerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
+                            fmt="none", ecolor=color, capsize=3)
+        ax.set(xscale="log", yscale="log", xlabel=title, ylabel=ylabel)
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])
+        ax.minorticks_off()
+        ax.legend(fontsize=9)
+    fig.tight_layout()
     return fig
 
 

@@ -6,12 +6,19 @@ of ``n`` context points gives, for every ``k = 0..n``, ``B`` squared errors: :fu
 transformer; a model that predicts only the query gives one error per prompt). :func:`query_risk` estimates the
 risk at one context length on as many fresh prompts as asked, a bounded number of values at a time. Closed-form
 risks are in :mod:`icl_utils.exact`.
+
+For chapter 3's sample complexities: :func:`attention_risk_terms` gives a linear attention's whole risk curve
+``floor + spread / n`` from per-task estimates; :func:`held_out_errors` scores a learner fitted to each prompt on
+many held-out queries; :func:`paired_query_errors` scores several predictors on the same prompts;
+:func:`examples_to_reach` reads the ``n`` that reaches an error level off a curve, and :func:`bootstrap_interval`
+gives any such statistic an interval over seeds or prompts.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -130,20 +137,6 @@ def fit_slope(ns: Sequence[float], risks: Sequence[float]) -> float:
     return float(np.polyfit(log_n, log_risk, 1)[0])
 
 
-def first_n_below(ns: Sequence[int], risks: Sequence[float], level: float) -> int | None:
-    """The empirical sample complexity on a grid: the first ``n`` in ``ns`` whose risk is at most ``level``, or
-    ``None`` if no risk on the grid reaches it (``ns`` and ``risks`` pair up in order)."""
-    ns, risks = list(ns), np.asarray(risks, dtype=float)
-    if risks.ndim != 1 or len(ns) != len(risks):
-        raise ValueError(f"ns and risks must be sequences of the same length, got {len(ns)} and {risks.shape}")
-    if any(a >= b for a, b in zip(ns, ns[1:])):
-        raise ValueError(f"ns must increase (the first n below the level is then the smallest), got {ns}")
-    if np.isnan(risks).any():
-        raise ValueError("risks must not be nan")
-    level = checks.nonnegative_float("level", level)
-    return next((n for n, value in zip(ns, risks) if value <= level), None)
-
-
 def query_risk_curves(
     predictors: dict[str, Estimator], task: TaskFamily, ns: Sequence[int], n_prompts: int,
     generator: torch.Generator, chunk_size: int | None = None,
@@ -207,3 +200,208 @@ def gamma_erm_risks(
             fit_gamma(model, pool.prompts, lam=lam)
             out[i, r] = empirical_and_expected_risk(model, pool, task)
     return out
+
+
+@dataclass(frozen=True)
+class RiskTerms:
+    """The ICL risk of linear attention on features as an exact function of the context length,
+    ``R(n) = floor + spread / n``, from per-task estimates (:func:`attention_risk_terms`).
+
+    The prediction ``a^T Gamma f(x_q)`` is linear in the context's mean ``a = (1/n) sum_i y_i f(x_i)``, so for a task
+    with ``mu = E[y f(x)]`` the risk is ``E (y_q - mu^T Gamma f_q)^2`` (the floor, what an infinitely long prompt
+    leaves) plus ``tr(Gamma G Gamma^T Cov(y f(x))) / n``. ``floors`` and ``spreads`` hold one unbiased estimate of
+    each term per task, so every ``n`` is scored on the same tasks and the standard errors come from their spread.
+
+    ``swapped_floors`` is the floor when the context comes from another, independent task of the family (the
+    control for an in-context gain): ``E y_q^2 - 2 mu_bar^T Gamma mu_t + E mu^T K mu`` with ``mu_bar`` the mean of
+    ``mu`` over tasks, estimated per task with the other tasks' mean.
+    """
+
+    floors: np.ndarray
+    spreads: np.ndarray
+    swapped_floors: np.ndarray
+
+    @property
+    def floor(self) -> float:
+        """The risk as ``n -> infinity``."""
+        return float(self.floors.mean())
+
+    @property
+    def spread(self) -> float:
+        """The coefficient of ``1/n``."""
+        return float(self.spreads.mean())
+
+    @property
+    def swapped_floor(self) -> float:
+        """The risk as ``n -> infinity`` on contexts from other tasks."""
+        return float(self.swapped_floors.mean())
+
+    @property
+    def floor_se(self) -> float:
+        """The standard error of :attr:`floor` over the tasks."""
+        return float(self.floors.std(ddof=1) / math.sqrt(self.floors.size))
+
+    def risk(self, n: object) -> np.ndarray:
+        """``R(n)`` at every context length in ``n`` (a number or an array)."""
+        n = np.asarray(n, dtype=float)
+        if not (np.isfinite(n).all() and (n > 0).all()):
+            raise ValueError(f"n must hold positive context lengths, got {n}")
+        return self.floor + self.spread / n
+
+    def standard_error(self, n: object) -> np.ndarray:
+        """The standard error of :meth:`risk` over the tasks, at every ``n``."""
+        n = np.atleast_1d(np.asarray(n, dtype=float))
+        per_task = self.floors[None, :] + self.spreads[None, :] / n[:, None]
+        return per_task.std(axis=1, ddof=1) / math.sqrt(self.floors.size)
+
+    def examples_needed(self, level: float) -> float:
+        """The sample complexity: the context length ``n = spread / (level - floor)`` at which ``R(n) = level``
+        (``inf`` when ``level`` is at or below the floor)."""
+        level = checks.real("level", level)
+        gap = level - self.floor
+        return self.spread / gap if gap > 0 else math.inf
+
+
+@torch.no_grad()
+def attention_risk_terms(
+    model: nn.Module, task: TaskFamily, n_tasks: int, n_points: int, generator: torch.Generator,
+    chunk_size: int | None = None,
+) -> RiskTerms:
+    """:class:`RiskTerms` of a linear attention on features (an ``AttentionOnFeatures``) on ``n_tasks`` tasks of
+    ``task``, each seen through ``n_points`` inputs (the points of one prompt of that length; at least 2).
+
+    Per task, with ``z_i = y_i f(x_i)``: ``mu^T M mu`` is estimated without bias by ``sum_{i != j} z_i^T M z_j /
+    (N (N - 1))``, ``E y^2`` and ``E z^T K z`` by means over the points, with ``K = Gamma G Gamma^T`` and
+    ``G = E f f^T`` from ``2^16`` further inputs. The query's label is a context label of the same task (the
+    same distribution, noise included).
+    """
+    if not isinstance(model, AttentionOnFeatures):
+        raise TypeError(f"model must be linear attention on features (an AttentionOnFeatures), got "
+                        f"{type(model).__name__}")
+    checks.task_family(task)
+    n_tasks = checks.positive_int("n_tasks", n_tasks, minimum=2)
+    n_points = checks.positive_int("n_points", n_points, minimum=2)
+    checks.generator(generator)
+    m = model.gamma.shape[0]
+    chunk_size = (config.prompts_per_chunk(n_points * (m + task.dim)) if chunk_size is None
+                  else checks.positive_int("chunk_size", chunk_size))
+    with evaluating(model):
+        inputs = task.sample(2**16 // n_points + 1, n_points, generator).x.reshape(-1, task.dim)
+        feats = model.features(inputs).double()
+        gamma = model.gamma.detach().double()
+        k = gamma @ (feats.T @ feats / feats.shape[0]) @ gamma.T
+        floors, spreads, second, means = [], [], [], []
+        for start in range(0, n_tasks, chunk_size):
+            prompt = task.sample(min(chunk_size, n_tasks - start), n_points, generator)
+            y = prompt.y.double()
+            z = y[..., None] * model.features(prompt.x).double()
+            total = z.sum(1)
+
+            def off_diagonal(mat: Tensor) -> tuple[Tensor, Tensor]:
+                diagonal = ((z @ mat) * z).sum(-1)  # z_i^T M z_i
+                pairs = ((total @ mat) * total).sum(-1) - diagonal.sum(1)
+                return pairs / (n_points * (n_points - 1)), diagonal.mean(1)
+
+            mu_gamma_mu, _ = off_diagonal(gamma)
+            mu_k_mu, z_k_z = off_diagonal(k)
+            floors.append(y.square().mean(1) - 2 * mu_gamma_mu + mu_k_mu)
+            spreads.append(z_k_z - mu_k_mu)
+            second.append(y.square().mean(1) + mu_k_mu)
+            means.append(total / n_points)
+        mu = torch.cat(means)
+        others = (mu.sum(0) - mu) / (n_tasks - 1)  # the other tasks' mean, independent of each task's estimate
+        swapped = torch.cat(second) - 2 * ((others @ gamma) * mu).sum(1)
+    return RiskTerms(torch.cat(floors).cpu().numpy(), torch.cat(spreads).cpu().numpy(), swapped.cpu().numpy())
+
+
+@torch.no_grad()
+def held_out_errors(
+    fit: Callable[[Prompt], Callable[[Tensor], Tensor]], task: TaskFamily, n: int, n_prompts: int, n_queries: int,
+    generator: torch.Generator,
+) -> np.ndarray:
+    """Each prompt's mean squared error over ``n_queries`` held-out queries, shape ``(n_prompts,)``, for a learner
+    that fits the prompt's ``n`` examples: ``fit(prompt)`` returns a predictor from inputs ``(B, Q, d)`` to
+    ``(B, Q)`` (:func:`~icl_utils.estimators.kernel_ridge_fit`). Many queries per fitted prompt leave only the
+    spread over tasks and prompts in the mean."""
+    if not callable(fit):
+        raise TypeError(f"fit must be callable on a Prompt, got {type(fit).__name__}")
+    checks.task_family(task)
+    n = checks.positive_int("n", n)
+    n_prompts = checks.positive_int("n_prompts", n_prompts)
+    n_queries = checks.positive_int("n_queries", n_queries)
+    checks.generator(generator)
+    points = task.sample(n_prompts, n + n_queries - 1, generator)
+    xs, ys = points.points()
+    predict = fit(Prompt.from_points(xs[:, : n + 1], ys[:, : n + 1]))  # the queries are points n, n + 1, ...
+    preds = predict(xs[:, n:])
+    if not isinstance(preds, Tensor) or tuple(preds.shape) != (n_prompts, n_queries):
+        raise ValueError(f"fit(prompt) must predict shape ({n_prompts}, {n_queries}) from the queries, got "
+                         f"{tuple(preds.shape) if isinstance(preds, Tensor) else type(preds).__name__}")
+    return (preds.double() - ys[:, n:].double()).square().mean(1).cpu().numpy()
+
+
+def examples_to_reach(ns: Sequence[float], risks: Sequence[float], level: float) -> float:
+    """The sample complexity read off a curve measured on a grid: the ``n`` at which the risk falls to ``level``,
+    interpolated linearly in ``(log n, log risk)`` between the last grid point above the level and the next one
+    (``ns[0]`` if the first is already at or below it, ``inf`` if no point reaches it)."""
+    log_n, log_risk = _log_log(ns, risks)
+    if np.any(np.diff(log_n) <= 0):
+        raise ValueError(f"ns must increase, got {list(ns)}")
+    level = checks.nonnegative_float("level", level, strict=True)
+    below = np.flatnonzero(log_risk <= math.log(level))
+    if below.size == 0:
+        return math.inf
+    i = int(below[0])
+    if i == 0:
+        return float(ns[0])
+    t = (math.log(level) - log_risk[i - 1]) / (log_risk[i] - log_risk[i - 1])
+    return float(math.exp(log_n[i - 1] + t * (log_n[i] - log_n[i - 1])))
+
+
+def bootstrap_interval(
+    statistic: Callable[..., float], groups: Sequence[np.ndarray], *, reps: int = 1000, level: float = 0.9,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """``statistic(*groups)`` and its bootstrap interval: each group (an array of independent replicates along its
+    first axis: seeds, prompts) is resampled with replacement, independently of the others, ``reps`` times; returns
+    ``(estimate, low, high)`` with the central ``level`` of the resampled statistics (non-finite ones count as
+    beyond the interval on their side)."""
+    if not callable(statistic):
+        raise TypeError(f"statistic must be callable, got {type(statistic).__name__}")
+    groups = [np.asarray(g) for g in checks.sequence("groups", groups)]
+    if any(g.ndim < 1 or g.shape[0] < 2 for g in groups):
+        raise ValueError("every group must hold at least 2 replicates along its first axis")
+    reps = checks.positive_int("reps", reps, minimum=10)
+    level = checks.real("level", level)
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    rng = np.random.default_rng(checks.positive_int("seed", seed, minimum=0))
+    draws = np.array([statistic(*(g[rng.integers(0, g.shape[0], g.shape[0])] for g in groups))
+                      for _ in range(reps)], dtype=float)
+    draws = np.where(np.isnan(draws), np.inf, draws)
+    # Order statistics, not interpolation: an infinite draw must not turn a quantile into nan.
+    low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
+    return float(statistic(*groups)), float(low), float(high)
+
+
+@torch.no_grad()
+def paired_query_errors(
+    predictors: dict[str, Estimator], task: TaskFamily, n: int, n_prompts: int, generator: torch.Generator,
+    chunk_size: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Squared errors at the query of several predictors on the same ``n_prompts`` prompts of ``n`` examples: a
+    dict from each name to an array of shape ``(n_prompts,)``. Differences between predictors are then paired,
+    so the spread of the tasks and the query's label noise cancel in them."""
+    if not isinstance(predictors, dict) or not predictors or not all(callable(p) for p in predictors.values()):
+        raise TypeError("predictors must be a non-empty dict from names to estimators")
+    checks.task_family(task)
+    n = checks.positive_int("n", n, minimum=0)
+    n_prompts = checks.positive_int("n_prompts", n_prompts, minimum=2)
+    chunk_size = _chunk(chunk_size, n, task.dim)
+    checks.generator(generator)
+    out: dict[str, list] = {name: [] for name in predictors}
+    for start in range(0, n_prompts, chunk_size):
+        prompt = task.sample(min(chunk_size, n_prompts - start), n, generator)
+        for name, predict in predictors.items():
+            out[name].append(_scored(predict(prompt), prompt, query_only=True).double().cpu())
+    return {name: torch.cat(values).numpy() for name, values in out.items()}

@@ -1,4 +1,4 @@
-"""Chapter 3's helpers: the empirical sample complexity on a grid, the two-stage fit, and the chapter's figures
+"""Chapter 3's helpers: sample complexity read off curves and risk terms, bootstrap intervals, and the chapter's figures
 (checked on the artists, not on pixels)."""
 
 import matplotlib
@@ -13,23 +13,51 @@ from icl_utils.plotting import (  # noqa: E402
     PALETTE,
     plot_error_panels,
     plot_risk_against_examples,
+    plot_sample_complexity,
     plot_subspace_mass,
+    plot_subspace_recovery,
+    unreadable,
 )
-from icl_utils.risk import first_n_below  # noqa: E402
+from icl_utils.risk import RiskTerms, bootstrap_interval, examples_to_reach  # noqa: E402
 
 
-def test_first_n_below_returns_the_first_grid_point_at_or_under_the_level():
-    ns = (16, 32, 64, 128)
-    assert first_n_below(ns, [1.2, 0.7, 0.6, 0.3], level=0.6) == 64  # "at most": 0.6 counts
-    assert first_n_below(ns, [0.5, 0.9, 0.4, 0.3], level=0.6) == 16  # the first hit, not the last crossing
-    assert first_n_below(ns, np.array([1.2, 0.9, 0.8, 0.7]), level=0.6) is None
-    assert first_n_below([], [], level=0.6) is None
+def test_examples_to_reach_interpolates_a_power_law_exactly():
+    ns = np.array([16, 32, 64, 128])
+    risks = 3.0 * ns**-0.5  # a straight line in log-log
+    assert examples_to_reach(ns, risks, 3.0 * 50.0**-0.5) == pytest.approx(50.0)
+    assert examples_to_reach(ns, risks, 10.0) == 16  # already below at the first point
+    assert examples_to_reach(ns, risks, 0.01) == np.inf  # never reached on the grid
+    # The first crossing counts, not a later one.
+    assert examples_to_reach(ns, [1.0, 0.4, 0.9, 0.3], 0.5) < 32
 
 
-@pytest.mark.parametrize("ns, risks", [((16, 32), [0.1]), ((16,), [[0.1]]), ((16, 32), [0.1, float("nan")])])
-def test_first_n_below_checks_its_arguments(ns, risks):
-    with pytest.raises(ValueError):
-        first_n_below(ns, risks, level=0.6)
+def test_bootstrap_interval_covers_the_mean_and_is_reproducible():
+    rng = np.random.default_rng(1)
+    hits = 0
+    for _ in range(40):
+        x = rng.normal(2.0, 1.0, size=50)
+        est, lo, hi = bootstrap_interval(np.mean, [x], reps=300, level=0.9, seed=3)
+        assert est == pytest.approx(x.mean()) and lo < est < hi
+        hits += lo < 2.0 < hi
+    assert 30 <= hits <= 40  # about 90% coverage
+    x = rng.normal(size=20)
+    assert bootstrap_interval(np.mean, [x], seed=5) == bootstrap_interval(np.mean, [x], seed=5)
+    # Two groups are resampled independently; a statistic that cannot be computed counts as beyond the interval.
+    est, lo, hi = bootstrap_interval(lambda a, b: a.mean() - b.mean(), [x, x + 1.0], reps=200)
+    assert est == pytest.approx(-1.0) and lo < -1.0 < hi
+    assert bootstrap_interval(lambda a: np.nan, [x], reps=20)[2] == np.inf
+
+
+def test_risk_terms_give_the_risk_and_the_sample_complexity():
+    terms = RiskTerms(np.array([0.2, 0.4]), np.array([8.0, 12.0]), np.array([0.9, 1.3]))
+    assert terms.floor == pytest.approx(0.3) and terms.spread == pytest.approx(10.0)
+    assert terms.swapped_floor == pytest.approx(1.1)
+    np.testing.assert_allclose(terms.risk([10, 100]), [1.3, 0.4])
+    assert terms.examples_needed(0.4) == pytest.approx(100.0)
+    assert terms.examples_needed(0.3) == np.inf
+    np.testing.assert_allclose(terms.standard_error([1e12]), [np.std([0.2, 0.4], ddof=1) / np.sqrt(2)])
+    with pytest.raises(ValueError, match="positive context lengths"):
+        terms.risk(0)
 
 
 def test_subspace_mass_draws_one_pair_of_bars_per_setting():
@@ -45,30 +73,71 @@ def test_subspace_mass_draws_one_pair_of_bars_per_setting():
         plot_subspace_mass(["d = 8"], [0.2, 0.1], [0.8, 0.7])
 
 
-def test_risk_against_examples_draws_models_baselines_and_the_zero_predictor():
-    ns, base_ns = [16, 32, 64], [32, 64]
-    by_dim = {8: [1.5, 0.8, 0.5], 16: [1.6, 0.9, 0.5]}
-    by_rank = {1: [0.9, 0.5, 0.3], 2: [1.5, 0.8, 0.5], 4: [2.0, 1.2, 0.9]}
-    baselines = {"kernel ridge": {8: [0.7, 0.5], 16: [0.9, 0.8]}, "two-layer net": {8: [0.6, 0.4], 16: [1.0, 0.9]}}
-    fig = plot_risk_against_examples(ns, by_dim, by_rank, baseline_ns=base_ns, baselines=baselines, rank_dim=16)
+def test_risk_against_examples_draws_seed_bands_baselines_and_prompt_free_levels():
+    ns = [16, 32, 64]
+    by_dim = {8: np.array([[1.5, 0.8, 0.5], [1.7, 1.0, 0.7]]), 16: np.array([[1.6, 0.9, 0.5], [1.6, 0.9, 0.5]])}
+    by_rank = {1: np.array([[0.9, 0.5, 0.3]] * 2), 2: by_dim[16]}
+    baselines = {"kernel ridge": {8: ([32, 64], [0.7, 0.5]), 16: ([32, 64], [0.9, 0.8])},
+                 "two-layer net": {8: ([32, 64], [0.6, 0.4])}}
+    fig = plot_risk_against_examples(ns, by_dim, by_rank, prompt_free={1: 0.3, 2: 0.65}, rank=2, rank_dim=16,
+                                     baselines=baselines, target=0.55)
     left, right = fig.axes
-    labelled = {line.get_label(): line for line in left.lines}
-    # Two model curves, four baseline curves, the zero-predictor line.
-    assert len(left.lines) == 7 and len(right.lines) == 4
-    assert labelled["kernel ridge, d=16"].get_linestyle() == "--"
-    assert labelled["two-layer net, d=8"].get_linestyle() == ":"
-    assert labelled["kernel ridge, d=16"].get_color() == labelled["pretrained, d=16"].get_color() == PALETTE[1]
-    np.testing.assert_allclose(labelled["two-layer net, d=16"].get_ydata(), [1.0, 0.9])
-    np.testing.assert_allclose(right.lines[2].get_ydata(), by_rank[4])
-    assert list(left.lines[-1].get_ydata()) == [1.0, 1.0]
-    assert right.get_title() == "pretrained, d = 16"
+    np.testing.assert_allclose(left.lines[0].get_ydata(), [1.6, 0.9, 0.6])  # the median of two seeds
+    assert len(left.collections) == 2 and len(right.collections) == 2  # a band per curve
+    styles = [(line.get_linestyle(), line.get_color()) for line in left.lines]
+    assert ("--", PALETTE[1]) in styles and (":", PALETTE[0]) in styles  # kernel ridge at d=16, the net at d=8
+    assert (":", PALETTE[1]) not in styles  # the net was not given at d=16
+    np.testing.assert_allclose(left.lines[1].get_ydata(), [0.7, 0.5])
+    flat = {line.get_ydata()[0] for line in left.lines if line.get_linestyle() in ("-.", ":") and
+            len(set(line.get_ydata())) == 1}
+    assert {0.65, 0.55} <= flat  # the prompt-free level of r = 2 and the target
+    legend = [t.get_text() for t in left.get_legend().get_texts()]
+    assert legend == ["d = 8", "d = 16", "pretrained", "kernel ridge", "two-layer net", "prompt-free E[y|x]",
+                      "target"]
+    levels = [line for line in right.lines if line.get_linestyle() == "-."]
+    assert [line.get_ydata()[0] for line in levels] == [0.3, 0.65]
+    assert levels[0].get_color() == right.lines[0].get_color()
     assert {ax.get_xscale() for ax in fig.axes} == {ax.get_yscale() for ax in fig.axes} == {"log"}
-    assert len(left.get_legend().get_texts()) == 6
+    assert not unreadable(fig)
     plt.close(fig)
     with pytest.raises(ValueError, match="one risk per n"):
-        plot_risk_against_examples(ns, {8: [1.0, 0.5]}, by_rank)
+        plot_risk_against_examples(ns, {8: [1.0, 0.5]}, by_rank, prompt_free={1: 0.3, 2: 0.6}, rank=2, rank_dim=16)
+    with pytest.raises(ValueError, match="prompt_free must give"):
+        plot_risk_against_examples(ns, by_dim, by_rank, prompt_free={2: 0.6}, rank=2, rank_dim=16)
     with pytest.raises(ValueError, match="baseline 'kernel ridge'"):
-        plot_risk_against_examples(ns, by_dim, by_rank, baseline_ns=[32], baselines=baselines)
+        plot_risk_against_examples(ns, by_dim, by_rank, prompt_free={1: 0.3, 2: 0.6}, rank=2, rank_dim=16,
+                                   baselines={"kernel ridge": {8: ([32], [0.7, 0.5])}})
+
+
+def test_subspace_recovery_scales_the_tasks_by_each_power_of_d():
+    t1 = {8: [8, 64], 16: [32, 256]}
+    masses = {8: np.array([[0.3, 0.8], [0.5, 0.9]]), 16: np.array([[0.2, 0.7], [0.2, 0.9]])}
+    fig = plot_subspace_recovery(t1, masses, exponents=(2, 3), level=0.6)
+    ax2, ax3 = fig.axes
+    np.testing.assert_allclose(ax2.lines[0].get_xdata(), [8 / 64, 1.0])
+    np.testing.assert_allclose(ax3.lines[1].get_xdata(), [32 / 16**3, 256 / 16**3])
+    np.testing.assert_allclose(ax2.lines[1].get_ydata(), [0.2, 0.8])
+    assert ax2.lines[-1].get_ydata()[0] == 0.6
+    assert not unreadable(fig)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one column per T1"):
+        plot_subspace_recovery({8: [8, 64, 128]}, {8: masses[8]})
+    with pytest.raises(ValueError, match="same, non-empty set"):
+        plot_subspace_recovery({8: [8, 64]}, {16: masses[16]})
+
+
+def test_sample_complexity_draws_estimates_with_intervals_and_slopes():
+    fig = plot_sample_complexity(
+        {"d": ([8, 16], {"a": np.array([[10, 8, 12], [40, 30, np.inf]]), "b": np.array([50, 60])})},
+        slopes={"d": {"a": 2.0}})
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a (slope 2.00)", "b"]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [10, 40])
+    assert len(ax.containers) == 1  # one error bar set, for the learner with intervals
+    assert not unreadable(fig)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at least one panel"):
+        plot_sample_complexity({})
 
 
 def test_error_panels_draw_one_panel_per_title_with_crosses_in_the_curve_colours():

@@ -17,13 +17,14 @@ import torch
 
 from icl_utils import config, risk
 from icl_utils import estimators as est
+from icl_utils.estimators import kernel_ridge_fit, two_layer_network_fit
 from icl_utils import exact
 from icl_utils.dynamics import gd_beta, mean_field as mf, softmax_attention as sa
 from icl_utils.gd import gradient_descent
 from icl_utils.models import GDBeta, GDPlusPlus, GPTConfig, ICLTransformer, LTB, FeatureAttention, MLPAttention
-from icl_utils.models.feature_attention import fit_attention_ridge, one_step_feature_update
+from icl_utils.models.feature_attention import fit_attention_ridge, one_step_feature_update, stage_one_gradients
 from icl_utils.models.linear_attention import attention_mask, gd_beta_from_ltb, ltb_from_gd_beta, token_matrix
-from icl_utils.prompts import Prompt, squared_errors
+from icl_utils.prompts import Prompt, squared_errors, swap_contexts
 from icl_utils.tasks import LinearRegression
 from icl_utils.tasks.discrete import DiscreteFeatures, imbalanced_probs
 from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
@@ -395,9 +396,35 @@ case("fit_slope one distinct n", "ns must hold at least two distinct values", la
 case("fit_slope a zero risk", "ns and risks must be positive", lambda: risk.fit_slope([1, 2], [1.0, 0.0]))
 case("fit_slope lengths differ", "same length", lambda: risk.fit_slope([1, 2, 3], [1.0, 2.0]))
 case("local_slopes repeated n", "ns must not repeat", lambda: risk.local_slopes([1, 1, 2], [1.0, 2.0, 3.0]))
-case("first_n_below NaN risk", "risks must not be nan", lambda: risk.first_n_below([1, 2], [NAN, 1.0], 0.5))
-case("first_n_below unsorted ns", "ns must increase", lambda: risk.first_n_below([4, 1, 2], [1.0, 0.1, 0.1], 0.5))
-case("first_n_below level -1", "level must be >= 0", lambda: risk.first_n_below([1, 2], [1.0, 1.0], -1.0))
+case("examples_to_reach NaN risk", "positive and finite", lambda: risk.examples_to_reach([1, 2], [NAN, 1.0], 0.5))
+case("examples_to_reach unsorted ns", "ns must increase", lambda: risk.examples_to_reach([4, 1, 2], [1.0, 0.1, 0.1], 0.5))
+case("examples_to_reach level 0", "level must be > 0", lambda: risk.examples_to_reach([1, 2], [1.0, 1.0], 0.0))
+case("bootstrap_interval one replicate", "at least 2 replicates", lambda: risk.bootstrap_interval(
+    np.mean, [np.ones(1)]))
+case("bootstrap_interval level 1", "level must be in (0, 1)", lambda: risk.bootstrap_interval(
+    np.mean, [np.ones(3)], level=1.0))
+case("RiskTerms.examples_needed NaN level", "level must be finite", lambda: risk.RiskTerms(
+    np.ones(2), np.ones(2), np.ones(2)).examples_needed(NAN))
+case("attention_risk_terms on a GPT", "AttentionOnFeatures", lambda: risk.attention_risk_terms(
+    GPT, FAMILIES["SingleIndexTasks"], 4, 8, gen()))
+case("attention_risk_terms one point", "n_points must be >= 2", lambda: risk.attention_risk_terms(
+    FeatureAttention(3, 4), FAMILIES["SingleIndexTasks"], 4, 1, gen()))
+case("held_out_errors bad predictor shape", "must predict shape", lambda: risk.held_out_errors(
+    lambda p: (lambda x: x.sum(-1)[:, :1]), FAMILIES["SingleIndexTasks"], 4, 3, 5, gen()))
+case("paired_query_errors not a dict", "non-empty dict", lambda: risk.paired_query_errors(
+    [np.mean], FAMILIES["SingleIndexTasks"], 4, 3, gen()))
+case("swap_contexts batch of one", "shift must be an int that moves", lambda: swap_contexts(
+    FAMILIES["SingleIndexTasks"].sample(1, 3, gen())))
+case("swap_contexts shift of the batch", "shift must be an int that moves", lambda: swap_contexts(
+    FAMILIES["SingleIndexTasks"].sample(4, 3, gen()), 4))
+case("stage_one_gradients decreasing", "n_tasks must increase", lambda: stage_one_gradients(
+    FeatureAttention(3, 4), FAMILIES["SingleIndexTasks"], n_tasks=(8, 4), n=3, generator=gen()))
+case("kernel_ridge_fit queries of the wrong dim", "inputs must have shape", lambda: kernel_ridge_fit(
+    FAMILIES["SingleIndexTasks"].sample(2, 3, gen()))(torch.zeros(2, 5, 4)))
+case("two_layer_network_fit queries of the wrong batch", "inputs must have shape", lambda: two_layer_network_fit(
+    FAMILIES["SingleIndexTasks"].sample(2, 3, gen()), steps=1)(torch.zeros(3, 5, 3)))
+case("SingleIndexTasks.conditional_mean wrong dim", "x must be a tensor of shape", lambda: FAMILIES[
+    "SingleIndexTasks"].conditional_mean(torch.zeros(4, 2)))
 case("query_risk_curves of a list", "predictors must be a non-empty dict", lambda: risk.query_risk_curves(
     [est.averaging], LR, [1, 2], 4, gen()))
 case("query_risk_curves ns a number", "ns must be a sequence", lambda: risk.query_risk_curves(

@@ -188,3 +188,151 @@ def test_two_stage_fit_checks_every_argument_before_changing_the_model(gen, bad)
     with pytest.raises((ValueError, TypeError), match=next(iter(bad))):
         two_stage_fit(model, task, generator=gen, **sizes)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_hermite_coefficients_give_the_polynomials():
+    from icl_utils.tasks.single_index import hermite_coefficients
+
+    z = torch.linspace(-3, 3, 13, dtype=torch.float64)
+    coeffs = hermite_coefficients(5)
+    powers = torch.stack([z**j for j in range(6)], dim=1)
+    torch.testing.assert_close(powers @ coeffs.T, hermite(z, 5))
+
+
+@pytest.mark.parametrize("r, min_degree", [(1, 2), (3, 2), (2, 4)])
+def test_prompt_free_predictor_is_the_mean_over_tasks(r, min_degree, gen):
+    """E[y | x] against the average label of many tasks at fixed inputs, and its risk against sampled prompts."""
+    task = SingleIndexTasks(dim=5, subspace_dim=r, min_degree=min_degree, max_degree=min_degree + 1,
+                            noise_std=0.2)
+    x = torch.randn(6, 5, generator=gen)
+    beta = task.sample_directions(200_000, gen)
+    coeffs = task.sample_links(200_000, gen)
+    labels = task.link(beta @ x.T, coeffs)  # (tasks, inputs)
+    se = labels.std(0) / labels.shape[0] ** 0.5
+    assert ((labels.mean(0) - task.conditional_mean(x)).abs() < 4 * se).all()
+    p = task.sample(200_000, 0, gen)
+    errors = (p.y_query - task.conditional_mean(p.x_query)).square().double()
+    assert abs(errors.mean().item() - task.prompt_free_risk()) < 4 * errors.std().item() / 200_000**0.5
+    # Better than predicting zero by E[c_k]^2 E[(E_beta He_k)^2] > 0.
+    assert task.prompt_free_risk() < 1 + 0.2**2
+
+
+def test_prompt_free_risk_in_closed_form_for_degree_two():
+    task = SingleIndexTasks(dim=8, subspace_dim=3, noise_std=0.1)
+    assert task.prompt_free_risk() == pytest.approx(1.01 - task.lead_coefficient_mean**2 / 3)
+    nodes, weights = np.polynomial.hermite_e.hermegauss(120)  # E[g1 / |g|] for g ~ N(2 e1, I_2)
+    w = weights[:, None] * weights[None, :] / (2 * np.pi)
+    g1, g2 = nodes[:, None] + 2.0, nodes[None, :]
+    assert task.lead_coefficient_mean == pytest.approx((w * g1 / np.hypot(g1, g2)).sum(), abs=1e-3)
+
+
+def test_tasks_to_recover_on_gradients_with_known_signal_and_noise():
+    from icl_utils.tasks.single_index import tasks_to_recover
+
+    g = torch.Generator().manual_seed(0)
+    basis = torch.eye(6, dtype=torch.float64)[:, :2]
+    mean = torch.zeros(3, 6, dtype=torch.float64)
+    mean[:, :2] = 1.0  # signal energy in S: 6
+    per_task_var, per_chunk = 0.5, 10  # noise energy outside S: 3 rows x 4 directions x 0.5 = 6
+    chunks = mean + (per_task_var / per_chunk) ** 0.5 * torch.randn(4000, 3, 6, generator=g, dtype=torch.float64)
+    assert tasks_to_recover(chunks, per_chunk, basis) == pytest.approx(1.0, rel=0.05)
+    assert tasks_to_recover(chunks - mean, per_chunk, basis) > 50  # no signal: many tasks (or inf)
+    with pytest.raises(ValueError, match="K >= 2"):
+        tasks_to_recover(chunks[:1], per_chunk, basis)
+
+
+def test_stage_one_gradients_read_one_stream_at_every_checkpoint(gen):
+    from icl_utils.models.feature_attention import stage_one_gradients
+
+    task = SingleIndexTasks(dim=5, subspace_dim=2, noise_std=0.1)
+    model = FeatureAttention(5, 8)
+    state = gen.get_state()
+    first, second = stage_one_gradients(model, task, n_tasks=(30, 50), n=7, generator=gen, chunk_size=1000)
+    gen.set_state(state)
+    p = task.sample(30, 7, gen)
+    loss = (model(p) - p.y_query).square().mean()
+    (direct,) = torch.autograd.grad(loss, model.W)
+    torch.testing.assert_close(first, direct)
+    q = task.sample(20, 7, gen)
+    (rest,) = torch.autograd.grad((model(q) - q.y_query).square().sum(), model.W)
+    torch.testing.assert_close(second, (30 * direct + rest) / 50)
+    # The update of stage 1 is this gradient (lr * weight_decay = 1 cancels the initial W).
+    gen.set_state(state)
+    one_step_feature_update(model, task, n_tasks=30, n=7, lr=1.0, weight_decay=1.0, generator=gen)
+    torch.testing.assert_close(model.W.detach(), -first, rtol=1e-5, atol=1e-6)
+
+
+def test_risk_terms_match_monte_carlo_and_vanish_without_attention(gen):
+    from icl_utils import risk
+    from icl_utils.prompts import swap_contexts
+
+    task = SingleIndexTasks(dim=4, subspace_dim=2, noise_std=0.1)
+    model = FeatureAttention(4, 6)
+    with torch.no_grad():
+        model.b.uniform_(-1, 1, generator=gen)
+    fit_attention_ridge(model, task, n_tasks=2048, n=32, lam=1e-3, generator=gen)
+    terms = risk.attention_risk_terms(model, task, 4000, 64, gen)
+    for n in (4, 32):
+        mc, se = risk.query_risk(model.predict, task, n, 200_000, gen)
+        assert abs(terms.risk(n) - mc) < 4 * (se + terms.standard_error(n)[0]), (n, terms.risk(n), mc)
+    # Contexts from other tasks: the swapped floor plus the same spread.
+    swapped_se = terms.swapped_floors.std() / 4000**0.5
+    mc, se = risk.query_risk(lambda p: model.predict(swap_contexts(p)), task, 32, 200_000, gen)
+    assert abs(terms.swapped_floor + terms.spread / 32 - mc) < 4 * (se + swapped_se + terms.standard_error(32)[0])
+    with torch.no_grad():
+        model.gamma.zero_()
+    silent = risk.attention_risk_terms(model, task, 2000, 16, gen)
+    assert silent.spread == pytest.approx(0.0, abs=1e-12)
+    assert silent.floor == pytest.approx(1.01, abs=4 * silent.floor_se)  # E y^2 = 1 + noise^2
+    np.testing.assert_allclose(silent.swapped_floors, silent.floors)
+
+
+def test_fitted_prompt_learners_agree_with_their_query_predictions(gen):
+    from icl_utils.estimators import kernel_ridge_fit, two_layer_network_fit
+    from icl_utils.prompts import Prompt
+
+    task = SingleIndexTasks(dim=3, subspace_dim=1, noise_std=0.1)
+    p = task.sample(5, 12, gen)
+    queries = torch.randn(5, 7, 3, generator=gen)
+    for fit, once in ((kernel_ridge_fit, kernel_ridge), (two_layer_network_fit, two_layer_network)):
+        fitted = fit(p)
+        torch.testing.assert_close(fitted(p.x_query[:, None, :])[:, 0], once(p))
+        many = fitted(queries)
+        assert many.shape == (5, 7)
+        moved = Prompt(p.x, p.y, queries[:, 3], p.y_query)
+        torch.testing.assert_close(many[:, 3], once(moved), rtol=1e-4, atol=1e-5)
+
+
+def test_held_out_errors_score_many_queries_per_fitted_prompt(gen):
+    from icl_utils import risk
+
+    task = SingleIndexTasks(dim=3, subspace_dim=1, noise_std=0.1)
+    zero = risk.held_out_errors(lambda p: (lambda x: torch.zeros(x.shape[:2])), task, 5, 400, 50, gen)
+    assert zero.shape == (400,)
+    assert abs(zero.mean() - 1.01) < 4 * zero.std() / 20  # predicting zero: E y^2
+    seen = {}
+
+    def fit(prompt):
+        seen["n"] = prompt.n_context
+        return lambda x: torch.zeros(x.shape[:2])
+
+    risk.held_out_errors(fit, task, 9, 3, 4, gen)
+    assert seen["n"] == 9
+
+
+def test_swapped_contexts_come_from_the_next_prompt_and_paired_errors_share_prompts(gen):
+    from icl_utils import risk
+    from icl_utils.prompts import swap_contexts
+
+    task = SingleIndexTasks(dim=3, subspace_dim=1)
+    p = task.sample(4, 5, gen)
+    q = swap_contexts(p)
+    torch.testing.assert_close(q.x[1], p.x[0])
+    torch.testing.assert_close(q.y[0], p.y[3])
+    torch.testing.assert_close(q.x_query, p.x_query)
+    errs = risk.paired_query_errors({"a": lambda p: p.y.mean(1), "b": lambda p: p.y.mean(1)}, task, 6, 50, gen)
+    np.testing.assert_array_equal(errs["a"], errs["b"])
+    state = gen.get_state()
+    one = risk.paired_query_errors({"a": lambda p: p.y.mean(1)}, task, 6, 50, gen)["a"]
+    gen.set_state(state)
+    assert one.mean() == pytest.approx(risk.query_risk(lambda p: p.y.mean(1), task, 6, 50, gen)[0])

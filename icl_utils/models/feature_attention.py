@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -135,28 +135,51 @@ def one_step_feature_update(
 
         W <- W - lr * (grad_W (1/T1) sum_t (y_q,t - f(X_t, Y_t, x_q,t))^2 + weight_decay * W),
 
-    over ``n_tasks`` fresh prompts of ``n`` examples (the gradient accumulated ``chunk_size`` prompts at a time;
-    default: as many as hold :data:`~icl_utils.config.CHUNK_ELEMENTS` feature values). With
+    over ``n_tasks`` fresh prompts of ``n`` examples (the gradient of :func:`stage_one_gradients`). With
     ``lr * weight_decay = 1`` the initial ``W`` cancels and the step keeps the gradient alone.
     """
-    n_tasks = checks.positive_int("n_tasks", n_tasks)
-    n = checks.positive_int("n", n)
     lr = checks.nonnegative_float("lr", lr, strict=True)
     weight_decay = checks.nonnegative_float("weight_decay", weight_decay)
+    (grad,) = stage_one_gradients(model, task, n_tasks=(n_tasks,), n=n, generator=generator, chunk_size=chunk_size)
+    with torch.no_grad():
+        model.W -= lr * (grad + weight_decay * model.W)
+
+
+def stage_one_gradients(
+    model: nn.Module,
+    task: TaskFamily,
+    *,
+    n_tasks: Sequence[int],
+    n: int,
+    generator: torch.Generator,
+    chunk_size: int | None = None,
+) -> list[Tensor]:
+    """The gradient in ``W`` of the empirical ICL loss ``(1/T1) sum_t (y_q,t - f(X_t, Y_t, x_q,t))^2`` of a
+    :class:`FeatureAttention` at its current weights, over the first ``T1`` of one stream of prompts of ``n``
+    examples, for every ``T1`` in ``n_tasks`` (increasing): a sweep over the number of stage-1 tasks at the cost of
+    its largest. Prompts are drawn ``chunk_size`` at a time (default: as many as hold
+    :data:`~icl_utils.config.CHUNK_ELEMENTS` feature values). The model is not changed.
+    """
+    n_tasks = [checks.positive_int("n_tasks", t) for t in checks.sequence("n_tasks", n_tasks)]
+    if any(a >= b for a, b in zip(n_tasks, n_tasks[1:])):
+        raise ValueError(f"n_tasks must increase, got {n_tasks}")
+    n = checks.positive_int("n", n)
     if not isinstance(model, FeatureAttention):
         raise TypeError(f"model must be a FeatureAttention, got {type(model).__name__}")
     _reads(model, task, generator)
     chunk_size = (config.prompts_per_chunk((n + 1) * (model.W.shape[0] + model.dim)) if chunk_size is None
                   else checks.positive_int("chunk_size", chunk_size))
-    grad = torch.zeros_like(model.W)
-    for start in range(0, n_tasks, chunk_size):
-        batch = min(chunk_size, n_tasks - start)
-        prompt = task.sample(batch, n, generator)
-        loss = (model(prompt) - prompt.y_query).square().sum() / n_tasks
-        (g,) = torch.autograd.grad(loss, model.W)
-        grad += g
-    with torch.no_grad():
-        model.W -= lr * (grad + weight_decay * model.W)
+    total, done, out = torch.zeros_like(model.W), 0, []
+    for target in n_tasks:
+        while done < target:
+            batch = min(chunk_size, target - done)
+            prompt = task.sample(batch, n, generator)
+            loss = (model(prompt) - prompt.y_query).square().sum()
+            (g,) = torch.autograd.grad(loss, model.W)
+            total += g
+            done += batch
+        out.append(total / target)
+    return out
 
 
 def _reads(model: AttentionOnFeatures, task: object, generator: object) -> None:

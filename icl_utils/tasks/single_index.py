@@ -8,6 +8,7 @@ unit sphere of a fixed ``r``-dimensional subspace ``S`` of ``R^d``, and random l
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -16,6 +17,21 @@ from torch import Tensor
 
 from icl_utils import checks
 from icl_utils.prompts import Prompt
+
+
+def hermite_coefficients(degree: int) -> Tensor:
+    """Monomial coefficients of the normalized Hermite polynomials: row ``i`` holds ``a_j`` with
+    ``He_i(z) = sum_j a_j z^j``, shape ``(degree + 1, degree + 1)``, float64 (the recurrence of :func:`hermite`)."""
+    degree = checks.positive_int("degree", degree, minimum=0)
+    monic = torch.zeros(degree + 1, degree + 1, dtype=torch.float64)
+    monic[0, 0] = 1.0
+    if degree >= 1:
+        monic[1, 1] = 1.0
+    for i in range(1, degree):
+        monic[i + 1, 1:] = monic[i, :-1]
+        monic[i + 1] -= i * monic[i - 1]
+    norms = torch.tensor([math.sqrt(math.factorial(i)) for i in range(degree + 1)], dtype=torch.float64)
+    return monic / norms[:, None]
 
 
 def hermite(z: Tensor, degree: int) -> Tensor:
@@ -94,6 +110,47 @@ class SingleIndexTasks:
         he = hermite(z, self.max_degree)[..., self.min_degree :]
         return (he * coeffs.view(coeffs.shape[0], *([1] * (z.ndim - 1)), -1)).sum(-1)
 
+    @property
+    def lead_coefficient_mean(self) -> float:
+        """``E[c_k]``, the mean of the lowest-degree link coefficient, by Monte Carlo over ``2^22`` links from a fixed
+        seed (float64; standard error below ``2e-4``). The higher coefficients have mean zero (``g_i`` is symmetric).
+        """
+        return _lead_coefficient_mean(self.max_degree - self.min_degree + 1, self.lead_mean)
+
+    def conditional_mean(self, x: Tensor) -> Tensor:
+        """The prompt-free predictor ``E[y | x]``, averaged over the task (direction and link), shape ``x.shape[:-1]``.
+
+        Only ``c_k`` has a non-zero mean, so ``E[y | x] = E[c_k] E_beta[He_k(<x, beta>)]``; for ``beta`` uniform on
+        the unit sphere of ``S`` and ``u`` the coordinates of ``x`` in ``S``, ``<x, beta>^j`` averages to
+        ``|u|^j E[beta_1^j]`` with ``E[beta_1^(2l)] = (2l - 1)!! / (r (r + 2) ... (r + 2l - 2))`` (odd moments 0). It
+        knows the subspace and ignores the prompt: the best a model can do from its weights alone.
+        """
+        if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must be a tensor of shape (..., {self.dim}), got "
+                             f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
+        s = (x.double() @ self.basis.to(x.device)).square().sum(-1)  # |u|^2
+        poly = self._mean_link_in_s()
+        return sum(a * s**j for j, a in enumerate(poly.tolist())).to(x.dtype)
+
+    def prompt_free_risk(self) -> float:
+        """The risk ``E (y - E[y | x])^2`` of :meth:`conditional_mean`, in closed form: ``E y^2 = 1 + noise^2`` less
+        ``E[m(x)^2]``, where ``m`` is a polynomial in ``s = |u|^2 ~ chi^2_r`` and ``E[s^j] = r (r + 2) ... (r + 2j - 2)``."""
+        poly = self._mean_link_in_s()
+        r = self.subspace_dim
+        moments = [math.prod(r + 2 * i for i in range(j)) for j in range(2 * len(poly) - 1)]
+        second = sum(a * b * moments[i + j] for i, a in enumerate(poly.tolist()) for j, b in enumerate(poly.tolist()))
+        return 1.0 + self.noise_std**2 - second
+
+    def _mean_link_in_s(self) -> Tensor:
+        """Coefficients ``p_j`` of ``E[y | x] = sum_j p_j s^j`` with ``s = |u|^2``."""
+        k, r = self.min_degree, self.subspace_dim
+        he = hermite_coefficients(k)[k]
+        poly = torch.zeros(k // 2 + 1, dtype=torch.float64)
+        for l in range(k // 2 + 1):  # even powers z^(2l) only
+            sphere = math.prod(2 * i + 1 for i in range(l)) / math.prod(r + 2 * i for i in range(l))
+            poly[l] = he[2 * l] * sphere
+        return self.lead_coefficient_mean * poly
+
     def sample(self, batch: int, n: int, generator: torch.Generator) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query from new tasks, on the generator's device."""
         batch, n, generator = checks.sample_sizes(batch, n, generator, self.dim)
@@ -105,6 +162,18 @@ class SingleIndexTasks:
         if self.noise_std > 0:
             ys = ys + self.noise_std * torch.randn(ys.shape, generator=generator, device=dev)
         return Prompt.from_points(xs, ys)
+
+
+@functools.lru_cache(maxsize=None)
+def _lead_coefficient_mean(width: int, lead_mean: float) -> float:
+    """``E[g_1 / ||g||]`` for ``g ~ N(lead_mean e_1, I_width)``, by Monte Carlo from a fixed seed."""
+    g = torch.Generator().manual_seed(0)
+    total = 0.0
+    for _ in range(4):
+        draws = torch.randn(2**20, width, generator=g, dtype=torch.float64)
+        draws[:, 0] += lead_mean
+        total += (draws[:, 0] / draws.norm(dim=1)).sum().item()
+    return total / 2**22
 
 
 def projection_mass(weights: Tensor, basis: Tensor) -> float:
@@ -127,6 +196,35 @@ def _weights_and_basis(weights: object, basis: object) -> tuple[Tensor, Tensor]:
     if not torch.allclose(u.T @ u, torch.eye(u.shape[1], dtype=u.dtype), atol=1e-6):
         raise ValueError("basis must have orthonormal columns (U^T U = I)")
     return w, u
+
+
+def tasks_to_recover(chunk_gradients: Tensor, tasks_per_chunk: int, basis: Tensor) -> float:
+    """The number of stage-1 tasks at which the gradient's noise outside ``S = span(U)`` matches its signal inside:
+    ``T* = tr(P_perp Cov(g_t) P_perp) / ||P_S E g_t||^2``, for ``g_t`` one task's gradient in ``W`` (all neurons
+    together).
+
+    ``chunk_gradients`` holds ``K >= 2`` independent means of ``tasks_per_chunk`` tasks' gradients each, shape
+    ``(K, m, d)``. ``||P_S E g||^2`` is estimated without bias from the pairs of different chunks, and the noise
+    as ``tasks_per_chunk`` times the variance of the chunk means outside ``S``. (Tasks differ mostly in their
+    direction inside ``S``; that part of the noise does not move weights out of ``S``.) After ``T`` tasks the noise
+    outside ``S`` has energy ``tr(P_perp Cov P_perp) / T``, so for ``T`` well above ``T*`` the step's weights lie
+    in ``S``; ``T*``'s growth with ``d`` is the stage-1 requirement.
+    """
+    if not isinstance(chunk_gradients, Tensor) or chunk_gradients.ndim != 3 or chunk_gradients.shape[0] < 2:
+        raise ValueError("chunk_gradients must be a tensor of shape (K, m, d) with K >= 2 chunks")
+    tasks_per_chunk = checks.positive_int("tasks_per_chunk", tasks_per_chunk)
+    k = chunk_gradients.shape[0]
+    _, u = _weights_and_basis(chunk_gradients[0], basis)
+    g = chunk_gradients.detach().double().cpu()
+    checks.finite("chunk_gradients", g)
+    inside = g @ u  # (K, m, r)
+    total = inside.sum(0)
+    signal = (total.square().sum() - inside.square().sum()) / (k * (k - 1))
+    outside = g - inside @ u.T
+    noise = tasks_per_chunk * (outside - outside.mean(0)).square().sum() / (k - 1)
+    if not bool(signal > 0):
+        return math.inf
+    return float(noise / signal)
 
 
 def principal_angles(weights: Tensor, basis: Tensor) -> Tensor:
