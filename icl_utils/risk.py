@@ -10,8 +10,9 @@ risks are in :mod:`icl_utils.exact`.
 For chapter 3's sample complexities: :func:`attention_risk_terms` gives a linear attention's whole risk curve
 ``floor + spread / n`` from per-task estimates; :func:`held_out_errors` scores a learner fitted to each prompt on
 many held-out queries; :func:`paired_query_errors` scores several predictors on the same prompts;
-:func:`examples_to_reach` reads the ``n`` that reaches an error level off a curve, and :func:`bootstrap_interval`
-gives any such statistic an interval over seeds or prompts.
+:func:`examples_to_reach` reads the ``n`` that reaches an error level off a curve; :func:`scaling_exponent` and
+:func:`exponent_difference` fit how such an ``n`` grows with a problem size, with bootstrap intervals
+(:func:`bootstrap_interval`) over seeds or prompts.
 """
 
 from __future__ import annotations
@@ -376,8 +377,7 @@ def bootstrap_interval(
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     rng = np.random.default_rng(checks.positive_int("seed", seed, minimum=0))
-    draws = np.array([statistic(*(g[rng.integers(0, g.shape[0], g.shape[0])] for g in groups))
-                      for _ in range(reps)], dtype=float)
+    draws = np.array([statistic(*_resample(groups, rng)) for _ in range(reps)], dtype=float)
     draws = np.where(np.isnan(draws), np.inf, draws)
     # Order statistics, not interpolation: an infinite draw must not turn a quantile into nan.
     low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
@@ -405,3 +405,58 @@ def paired_query_errors(
         for name, predict in predictors.items():
             out[name].append(_scored(predict(prompt), prompt, query_only=True).double().cpu())
     return {name: torch.cat(values).numpy() for name, values in out.items()}
+
+
+def _exponent(xs: Sequence[float], values: Sequence[float]) -> float:
+    """The log-log slope of ``values`` against ``xs``; nan if a value is not positive and finite."""
+    values = np.asarray(values, dtype=float)
+    return fit_slope(xs, values) if bool(np.all(np.isfinite(values) & (values > 0))) else math.nan
+
+
+def _resample(groups: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+    return [g[rng.integers(0, g.shape[0], g.shape[0])] for g in groups]
+
+
+def scaling_exponent(
+    xs: Sequence[float], replicates: Sequence[np.ndarray], needed: Callable[[np.ndarray], float], *,
+    reps: int = 1000, level: float = 0.9, seed: int = 0,
+) -> tuple[float, float, float]:
+    """How a sample complexity scales with a problem size: ``needed(replicates[i])`` at each ``xs[i]`` (from an
+    array of replicates along its first axis: seeds, prompts, with whatever columns ``needed`` reads), fitted as
+    a power of ``x`` in log-log; returns ``(exponent, low, high)`` with a bootstrap interval that resamples each
+    size's replicates. A resample in which some size's sample complexity is infinite (never reached) counts as
+    ``+inf``: the sample complexity grows without bound."""
+    groups = _replicate_groups(xs, replicates)
+    return bootstrap_interval(lambda *g: _exponent(xs, [needed(r) for r in g]), groups, reps=reps, level=level,
+                              seed=seed)
+
+
+def exponent_difference(
+    first: tuple[Sequence[float], Sequence[np.ndarray], Callable[[np.ndarray], float]],
+    second: tuple[Sequence[float], Sequence[np.ndarray], Callable[[np.ndarray], float]], *,
+    reps: int = 1000, level: float = 0.9, seed: int = 0,
+) -> tuple[float, float, float]:
+    """The :func:`scaling_exponent` of ``first`` minus that of ``second`` (each ``(xs, replicates, needed)``),
+    with one bootstrap interval over both sets of replicates. A resample in which ``first`` never reaches its
+    level counts as ``+inf``, one in which ``second`` does not as ``-inf``: a claim that ``first`` grows faster
+    fails when ``second`` cannot be measured."""
+    (xs_a, reps_a, needed_a), (xs_b, reps_b, needed_b) = first, second
+    groups_a, groups_b = _replicate_groups(xs_a, reps_a), _replicate_groups(xs_b, reps_b)
+    k = len(groups_a)
+
+    def gap(*g: np.ndarray) -> float:
+        a = _exponent(xs_a, [needed_a(r) for r in g[:k]])
+        b = _exponent(xs_b, [needed_b(r) for r in g[k:]])
+        return -math.inf if math.isnan(b) else math.inf if math.isnan(a) else a - b
+
+    return bootstrap_interval(gap, groups_a + groups_b, reps=reps, level=level, seed=seed)
+
+
+def _replicate_groups(xs: Sequence[float], replicates: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``replicates`` as arrays, one per size in ``xs``, checked."""
+    xs = checks.sequence("xs", xs)
+    groups = [np.asarray(r) for r in checks.sequence("replicates", replicates)]
+    if len(groups) != len(list(xs)) or len(groups) < 2:
+        raise ValueError(f"replicates must hold one array per size in xs (at least 2), got {len(groups)} for "
+                         f"{len(list(xs))} sizes")
+    return groups

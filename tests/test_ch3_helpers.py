@@ -18,7 +18,13 @@ from icl_utils.plotting import (  # noqa: E402
     plot_subspace_recovery,
     unreadable,
 )
-from icl_utils.risk import RiskTerms, bootstrap_interval, examples_to_reach  # noqa: E402
+from icl_utils.risk import (  # noqa: E402
+    RiskTerms,
+    bootstrap_interval,
+    examples_to_reach,
+    exponent_difference,
+    scaling_exponent,
+)
 
 
 def test_examples_to_reach_interpolates_a_power_law_exactly():
@@ -46,6 +52,25 @@ def test_bootstrap_interval_covers_the_mean_and_is_reproducible():
     est, lo, hi = bootstrap_interval(lambda a, b: a.mean() - b.mean(), [x, x + 1.0], reps=200)
     assert est == pytest.approx(-1.0) and lo < -1.0 < hi
     assert bootstrap_interval(lambda a: np.nan, [x], reps=20)[2] == np.inf
+
+
+def test_scaling_exponents_recover_a_power_law_and_tell_two_apart():
+    rng = np.random.default_rng(0)
+    xs = [8, 16, 32]
+    # n*(x) = 5 x^2 and 40 x^0.5, each measured by 30 noisy replicates (the median is the statistic).
+    fast = [5 * x**2 * np.exp(rng.normal(0, 0.1, 30)) for x in xs]
+    slow = [40 * x**0.5 * np.exp(rng.normal(0, 0.1, 30)) for x in xs]
+    est, lo, hi = scaling_exponent(xs, fast, np.median, reps=300)
+    assert est == pytest.approx(2.0, abs=0.05) and lo < 2.0 < hi
+    gap = exponent_difference((xs, fast, np.median), (xs, slow, np.median), reps=300)
+    assert gap[0] == pytest.approx(1.5, abs=0.07) and gap[1] > 1.2
+    # A sample complexity that is never reached: +inf for the first, -inf (against the claim) for the second.
+    never = [np.full(30, np.inf)] + slow[1:]
+    assert scaling_exponent(xs, never, np.median, reps=50)[2] == np.inf
+    assert exponent_difference((xs, fast, np.median), (xs, never, np.median), reps=50)[1] == -np.inf
+    assert exponent_difference((xs, never, np.median), (xs, slow, np.median), reps=50)[1] == np.inf
+    with pytest.raises(ValueError, match="one array per size"):
+        scaling_exponent(xs, fast[:2], np.median)
 
 
 def test_risk_terms_give_the_risk_and_the_sample_complexity():
