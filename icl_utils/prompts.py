@@ -162,7 +162,9 @@ def swap_contexts(prompt: Prompt, shift: int = 1) -> Prompt:
     ignores it does not notice (the control for an in-context gain)."""
     if not isinstance(prompt, Prompt):
         raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
-    if isinstance(shift, bool) or not isinstance(shift, int) or prompt.batch_size < 2 or shift % prompt.batch_size == 0:
+    if prompt.batch_size < 2:
+        raise ValueError(f"prompt must hold at least 2 prompts to swap contexts between, got {prompt.batch_size}")
+    if isinstance(shift, bool) or not isinstance(shift, int) or shift % prompt.batch_size == 0:
         raise ValueError(f"shift must be an int that moves every prompt to another (batch of {prompt.batch_size}), "
                          f"got {shift!r}")
     return Prompt(prompt.x.roll(shift, 0), prompt.y.roll(shift, 0), prompt.x_query, prompt.y_query)

@@ -365,8 +365,9 @@ def bootstrap_interval(
 ) -> tuple[float, float, float]:
     """``statistic(*groups)`` and its bootstrap interval: each group (an array of independent replicates along its
     first axis: seeds, prompts) is resampled with replacement, independently of the others, ``reps`` times; returns
-    ``(estimate, low, high)`` with the central ``level`` of the resampled statistics (non-finite ones count as
-    beyond the interval on their side)."""
+    ``(estimate, low, high)`` with the central ``level`` of the resampled statistics. Infinite statistics are
+    order statistics like any other; if one resample's statistic is nan (it cannot be computed), the interval is
+    ``(nan, nan)``, which no claim passes."""
     if not callable(statistic):
         raise TypeError(f"statistic must be callable, got {type(statistic).__name__}")
     groups = [np.asarray(g) for g in checks.sequence("groups", groups)]
@@ -378,7 +379,8 @@ def bootstrap_interval(
         raise ValueError(f"level must be in (0, 1), got {level}")
     rng = np.random.default_rng(checks.positive_int("seed", seed, minimum=0))
     draws = np.array([statistic(*_resample(groups, rng)) for _ in range(reps)], dtype=float)
-    draws = np.where(np.isnan(draws), np.inf, draws)
+    if np.isnan(draws).any():
+        return float(statistic(*groups)), math.nan, math.nan
     # Order statistics, not interpolation: an infinite draw must not turn a quantile into nan.
     low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
     return float(statistic(*groups)), float(low), float(high)
@@ -408,9 +410,13 @@ def paired_query_errors(
 
 
 def _exponent(xs: Sequence[float], values: Sequence[float]) -> float:
-    """The log-log slope of ``values`` against ``xs``; nan if a value is not positive and finite."""
+    """The log-log slope of ``values`` against increasing ``xs``: ``+inf`` if the first value is finite and a later
+    one infinite (the sample complexity grows without bound), nan if the first is infinite or a value is not
+    positive (nothing is measured)."""
     values = np.asarray(values, dtype=float)
-    return fit_slope(xs, values) if bool(np.all(np.isfinite(values) & (values > 0))) else math.nan
+    if np.isnan(values).any() or not np.isfinite(values[0]) or (values <= 0).any():
+        return math.nan
+    return fit_slope(xs, values) if np.isfinite(values).all() else math.inf
 
 
 def _resample(groups: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
@@ -424,8 +430,9 @@ def scaling_exponent(
     """How a sample complexity scales with a problem size: ``needed(replicates[i])`` at each ``xs[i]`` (from an
     array of replicates along its first axis: seeds, prompts, with whatever columns ``needed`` reads), fitted as
     a power of ``x`` in log-log; returns ``(exponent, low, high)`` with a bootstrap interval that resamples each
-    size's replicates. A resample in which some size's sample complexity is infinite (never reached) counts as
-    ``+inf``: the sample complexity grows without bound."""
+    size's replicates. If the smallest size's sample complexity is finite and a larger one's infinite (never
+    reached), the exponent is ``+inf``; if the smallest's is infinite, nothing is measured and the interval is nan
+    (:func:`bootstrap_interval`)."""
     groups = _replicate_groups(xs, replicates)
     return bootstrap_interval(lambda *g: _exponent(xs, [needed(r) for r in g]), groups, reps=reps, level=level,
                               seed=seed)
@@ -437,9 +444,9 @@ def exponent_difference(
     reps: int = 1000, level: float = 0.9, seed: int = 0,
 ) -> tuple[float, float, float]:
     """The :func:`scaling_exponent` of ``first`` minus that of ``second`` (each ``(xs, replicates, needed)``),
-    with one bootstrap interval over both sets of replicates. A resample in which ``first`` never reaches its
-    level counts as ``+inf``, one in which ``second`` does not as ``-inf``: a claim that ``first`` grows faster
-    fails when ``second`` cannot be measured."""
+    with one bootstrap interval over both sets of replicates. An unbounded exponent (``+inf``) of ``first`` counts
+    as ``+inf``, one of ``second`` as ``-inf``, and one that cannot be measured makes the interval nan: a claim
+    that ``first`` grows faster fails unless both are measured or ``first`` alone grows without bound."""
     (xs_a, reps_a, needed_a), (xs_b, reps_b, needed_b) = first, second
     groups_a, groups_b = _replicate_groups(xs_a, reps_a), _replicate_groups(xs_b, reps_b)
     k = len(groups_a)
@@ -447,7 +454,9 @@ def exponent_difference(
     def gap(*g: np.ndarray) -> float:
         a = _exponent(xs_a, [needed_a(r) for r in g[:k]])
         b = _exponent(xs_b, [needed_b(r) for r in g[k:]])
-        return -math.inf if math.isnan(b) else math.inf if math.isnan(a) else a - b
+        if math.isnan(a) or math.isnan(b):
+            return math.nan
+        return -math.inf if math.isinf(b) else a - b  # inf - finite = inf
 
     return bootstrap_interval(gap, groups_a + groups_b, reps=reps, level=level, seed=seed)
 

@@ -48,10 +48,11 @@ def test_bootstrap_interval_covers_the_mean_and_is_reproducible():
     assert 30 <= hits <= 40  # about 90% coverage
     x = rng.normal(size=20)
     assert bootstrap_interval(np.mean, [x], seed=5) == bootstrap_interval(np.mean, [x], seed=5)
-    # Two groups are resampled independently; a statistic that cannot be computed counts as beyond the interval.
+    # Two groups are resampled independently; a statistic that cannot be computed leaves no interval.
     est, lo, hi = bootstrap_interval(lambda a, b: a.mean() - b.mean(), [x, x + 1.0], reps=200)
     assert est == pytest.approx(-1.0) and lo < -1.0 < hi
-    assert bootstrap_interval(lambda a: np.nan, [x], reps=20)[2] == np.inf
+    assert np.isnan(bootstrap_interval(lambda a: np.nan, [x], reps=20)[1:]).all()
+    assert bootstrap_interval(lambda a: np.inf, [x], reps=20)[1:] == (np.inf, np.inf)
 
 
 def test_scaling_exponents_recover_a_power_law_and_tell_two_apart():
@@ -64,11 +65,15 @@ def test_scaling_exponents_recover_a_power_law_and_tell_two_apart():
     assert est == pytest.approx(2.0, abs=0.05) and lo < 2.0 < hi
     gap = exponent_difference((xs, fast, np.median), (xs, slow, np.median), reps=300)
     assert gap[0] == pytest.approx(1.5, abs=0.07) and gap[1] > 1.2
-    # A sample complexity that is never reached: +inf for the first, -inf (against the claim) for the second.
+    # Never reached at the largest size: unbounded growth, +inf for the first, -inf (against the claim) for the
+    # second. Never reached at the smallest: nothing measured, no interval, no claim passes.
+    unbounded = slow[:2] + [np.full(30, np.inf)]
+    assert scaling_exponent(xs, unbounded, np.median, reps=50) == (np.inf, np.inf, np.inf)
+    assert exponent_difference((xs, fast, np.median), (xs, unbounded, np.median), reps=50)[1] == -np.inf
+    assert exponent_difference((xs, unbounded, np.median), (xs, slow, np.median), reps=50)[1] == np.inf
     never = [np.full(30, np.inf)] + slow[1:]
-    assert scaling_exponent(xs, never, np.median, reps=50)[2] == np.inf
-    assert exponent_difference((xs, fast, np.median), (xs, never, np.median), reps=50)[1] == -np.inf
-    assert exponent_difference((xs, never, np.median), (xs, slow, np.median), reps=50)[1] == np.inf
+    assert np.isnan(scaling_exponent(xs, never, np.median, reps=50)[1])
+    assert np.isnan(exponent_difference((xs, never, np.median), (xs, slow, np.median), reps=50)[1])
     with pytest.raises(ValueError, match="one array per size"):
         scaling_exponent(xs, fast[:2], np.median)
 

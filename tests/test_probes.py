@@ -401,19 +401,20 @@ case("examples_to_reach unsorted ns", "ns must increase", lambda: risk.examples_
 case("examples_to_reach level 0", "level must be > 0", lambda: risk.examples_to_reach([1, 2], [1.0, 1.0], 0.0))
 case("bootstrap_interval one replicate", "at least 2 replicates", lambda: risk.bootstrap_interval(
     np.mean, [np.ones(1)]))
-case("bootstrap_interval level 1", "level must be in (0, 1)", lambda: risk.bootstrap_interval(
+case("bootstrap_interval level 1", r"level must be in \(0, 1\)", lambda: risk.bootstrap_interval(
     np.mean, [np.ones(3)], level=1.0))
 case("RiskTerms.examples_needed NaN level", "level must be finite", lambda: risk.RiskTerms(
     np.ones(2), np.ones(2), np.ones(2)).examples_needed(NAN))
 case("attention_risk_terms on a GPT", "AttentionOnFeatures", lambda: risk.attention_risk_terms(
-    GPT, FAMILIES["SingleIndexTasks"], 4, 8, gen()))
+    ICLTransformer(GPTConfig(n_dims=3, n_context=4, n_embd=8, n_layer=1, n_head=1)), FAMILIES["SingleIndexTasks"],
+    4, 8, gen()))
 case("attention_risk_terms one point", "n_points must be >= 2", lambda: risk.attention_risk_terms(
     FeatureAttention(3, 4), FAMILIES["SingleIndexTasks"], 4, 1, gen()))
 case("held_out_errors bad predictor shape", "must predict shape", lambda: risk.held_out_errors(
     lambda p: (lambda x: x.sum(-1)[:, :1]), FAMILIES["SingleIndexTasks"], 4, 3, 5, gen()))
 case("paired_query_errors not a dict", "non-empty dict", lambda: risk.paired_query_errors(
     [np.mean], FAMILIES["SingleIndexTasks"], 4, 3, gen()))
-case("swap_contexts batch of one", "shift must be an int that moves", lambda: swap_contexts(
+case("swap_contexts batch of one", "at least 2 prompts", lambda: swap_contexts(
     FAMILIES["SingleIndexTasks"].sample(1, 3, gen())))
 case("swap_contexts shift of the batch", "shift must be an int that moves", lambda: swap_contexts(
     FAMILIES["SingleIndexTasks"].sample(4, 3, gen()), 4))

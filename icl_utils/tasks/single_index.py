@@ -207,8 +207,10 @@ def tasks_to_recover(chunk_gradients: Tensor, tasks_per_chunk: int, basis: Tenso
     ``(K, m, d)``. ``||P_S E g||^2`` is estimated without bias from the pairs of different chunks, and the noise
     as ``tasks_per_chunk`` times the variance of the chunk means outside ``S``. (Tasks differ mostly in their
     direction inside ``S``; that part of the noise does not move weights out of ``S``.) After ``T`` tasks the noise
-    outside ``S`` has energy ``tr(P_perp Cov P_perp) / T``, so for ``T`` well above ``T*`` the step's weights lie
-    in ``S``; ``T*``'s growth with ``d`` is the stage-1 requirement.
+    outside ``S`` has energy ``tr(P_perp Cov P_perp) / T``, so for ``T`` well above ``T*`` the noise no longer moves
+    the step's weights out of ``S``; ``T*``'s growth with ``d`` is the stage-1 requirement. (The mean gradient's
+    own part outside ``S``, along each initial row for instance, is not noise and is not counted: it caps the mass
+    in ``S`` below one at any ``T``.)
     """
     if not isinstance(chunk_gradients, Tensor) or chunk_gradients.ndim != 3 or chunk_gradients.shape[0] < 2:
         raise ValueError("chunk_gradients must be a tensor of shape (K, m, d) with K >= 2 chunks")
