@@ -222,6 +222,16 @@ class RiskTerms:
     spreads: np.ndarray
     swapped_floors: np.ndarray
 
+    def __post_init__(self) -> None:
+        for name in ("floors", "spreads", "swapped_floors"):
+            value = np.asarray(getattr(self, name), dtype=float)
+            if value.ndim != 1 or value.size < 2 or not np.isfinite(value).all():
+                raise ValueError(f"{name} must be a finite 1-d array of at least 2 per-task estimates, got shape "
+                                 f"{value.shape}")
+            object.__setattr__(self, name, value)
+        if not self.floors.shape == self.spreads.shape == self.swapped_floors.shape:
+            raise ValueError("floors, spreads and swapped_floors must hold one estimate per task each")
+
     @property
     def floor(self) -> float:
         """The risk as ``n -> infinity``."""

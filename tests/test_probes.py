@@ -405,6 +405,9 @@ case("bootstrap_interval level 1", r"level must be in \(0, 1\)", lambda: risk.bo
     np.mean, [np.ones(3)], level=1.0))
 case("RiskTerms.examples_needed NaN level", "level must be finite", lambda: risk.RiskTerms(
     np.ones(2), np.ones(2), np.ones(2)).examples_needed(NAN))
+case("RiskTerms of different lengths", "one estimate per task", lambda: risk.RiskTerms(
+    np.ones(2), np.ones(3), np.ones(2)))
+case("RiskTerms with a NaN", "finite 1-d array", lambda: risk.RiskTerms(np.array([1.0, NAN]), np.ones(2), np.ones(2)))
 case("attention_risk_terms on a GPT", "AttentionOnFeatures", lambda: risk.attention_risk_terms(
     ICLTransformer(GPTConfig(n_dims=3, n_context=4, n_embd=8, n_layer=1, n_head=1)), FAMILIES["SingleIndexTasks"],
     4, 8, gen()))

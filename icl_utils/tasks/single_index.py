@@ -125,7 +125,9 @@ class SingleIndexTasks:
         ``|u|^j E[beta_1^j]`` with ``E[beta_1^(2l)] = (2l - 1)!! / (r (r + 2) ... (r + 2l - 2))`` (odd moments 0). It
         knows the subspace and ignores the prompt: the best a model can do from its weights alone.
         """
-        if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[-1] != self.dim:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"x must be a torch.Tensor of shape (..., {self.dim}), got {type(x).__name__}")
+        if x.ndim < 1 or x.shape[-1] != self.dim:
             raise ValueError(f"x must be a tensor of shape (..., {self.dim}), got "
                              f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
         s = (x.double() @ self.basis.to(x.device)).square().sum(-1)  # |u|^2
