@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -138,6 +139,18 @@ class AttentionMoments:
         return self.second - 2 * torch.trace(gamma @ self.c) + torch.trace(gamma @ self.g @ gamma.T @ self.s(n))
 
 
+@functools.lru_cache(maxsize=4)
+def _quadrature(task: NonparametricTasks, points: int) -> tuple[Tensor, Tensor]:
+    """The quadrature nodes (float64, ``(points, dim)``) and the true basis on them (``(points, N_true)``), kept for
+    the next call: pretraining evaluates the moments at every L-BFGS step, and the B-spline basis costs more than the
+    MLP. Callers must not modify them in place."""
+    if task.dim == 1:  # the midpoint rule: exact for trigonometric polynomials of degree < points
+        nodes = ((torch.arange(points, dtype=torch.float64) + 0.5) / points)[:, None]
+    else:  # a scrambled Sobol sequence (quasi-Monte Carlo), the same nodes at every call
+        nodes = torch.quasirandom.SobolEngine(task.dim, scramble=True, seed=0).draw(points, dtype=torch.float64)
+    return nodes, task.features(nodes)
+
+
 def _moments(features: Callable[[Tensor], Tensor], task: object, prior_cov: Tensor | None,
              points: int | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``E y^2``, ``C``, ``G`` and ``W`` of :class:`AttentionMoments`, in float64 on the CPU, differentiable in the
@@ -149,11 +162,7 @@ def _moments(features: Callable[[Tensor], Tensor], task: object, prior_cov: Tens
     prior = (torch.diag(task.prior_var()) if prior_cov is None
              else checks.psd_matrix("prior_cov", prior_cov, task.n_basis))
     points = checks.positive_int("points", points) if points is not None else (4096 if task.dim == 1 else 2**15)
-    if task.dim == 1:  # the midpoint rule: exact for trigonometric polynomials of degree < points
-        nodes = ((torch.arange(points, dtype=torch.float64) + 0.5) / points)[:, None]
-    else:  # a scrambled Sobol sequence (quasi-Monte Carlo), the same nodes at every call
-        nodes = torch.quasirandom.SobolEngine(task.dim, scramble=True, seed=0).draw(points, dtype=torch.float64)
-    basis = task.features(nodes)  # (K, N_true)
+    nodes, basis = _quadrature(task, points)
     owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
     param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
     phi = features(nodes if param is None else nodes.to(param.device, param.dtype)).double().cpu()

@@ -308,14 +308,37 @@ def test_the_fourier_basis_of_a_thousand_dimensions_is_enumerated_quickly():
 
 @pytest.mark.parametrize(("dim", "order"), [(1, 0), (1, 2), (2, 1), (3, 2)])
 def test_bspline_features_are_the_dyadic_tensor_products(dim, order):
-    """Each column is prod_k 2^(a/2) N_m(2^a x_k - b_k) for its (level, shifts), evaluated one function at a time."""
+    """Each column is prod_k N_m(2^a x_k - b_k) / its norm for its (level, shifts), evaluated one function at a time,
+    with the norms in L^2 of uniform inputs taken per axis by a midpoint rule (2^16 cells, which the dyadic knots
+    fall between)."""
     task = NonparametricTasks(dim=dim, smoothness=1.0, basis="bspline", order=order, n_basis=50)
     x = torch.rand(7, 3, dim, generator=torch.Generator().manual_seed(order), dtype=torch.float64)
     level, shifts = 0, []
     while len(shifts) < 50:  # levels in order, every shift whose support meets [0, 1]
         shifts += [(level, b) for b in itertools.product(range(-order, 2**level), repeat=dim)]
         level += 1
-    expected = torch.stack([math.prod(2 ** (a / 2) * cardinal_bspline(2**a * x[..., k] - b_k, order)
-                                      for k, b_k in enumerate(b)) for a, b in shifts[:50]], dim=-1)
-    torch.testing.assert_close(task.features(x), expected, rtol=1e-12, atol=1e-12)
+    grid = (torch.arange(2**16, dtype=torch.float64) + 0.5) / 2**16
+
+    def norm(a, b):
+        return math.prod(cardinal_bspline(2**a * grid - b_k, order).square().mean().sqrt().item() for b_k in b)
+
+    expected = torch.stack([math.prod(cardinal_bspline(2**a * x[..., k] - b_k, order)
+                                      for k, b_k in enumerate(b)) / norm(a, b) for a, b in shifts[:50]], dim=-1)
+    torch.testing.assert_close(task.features(x), expected, rtol=1e-6, atol=1e-9)
     assert expected[..., -1].abs().max() > 0  # the last column is not trivially zero
+
+
+@pytest.mark.parametrize(("dim", "order"), [(1, 0), (1, 2), (2, 1), (2, 2), (3, 2)])
+def test_bspline_features_have_unit_norm_under_uniform_inputs(dim, order):
+    """E f_j(x)^2 = 1 for x uniform on [0, 1]^d, by a midpoint rule on a product grid (the functions are piecewise
+    polynomials, so the error is small at these grids); the boundary shifts need the normalization most: their
+    unnormalized norms are a few percent of the interior ones'."""
+    task = NonparametricTasks(dim=dim, smoothness=1.0, basis="bspline", order=order, n_basis=40)
+    per_axis = {1: 20000, 2: 400, 3: 128}[dim]  # the midpoint rule's error is O(per_axis^-2)
+    grid = (torch.arange(per_axis, dtype=torch.float64) + 0.5) / per_axis
+    x = torch.stack(torch.meshgrid(*[grid] * dim, indexing="ij"), -1).reshape(-1, dim)
+    feats = torch.cat([task.features(chunk) for chunk in x.split(2**16)])
+    second = feats.square().mean(0)
+    torch.testing.assert_close(second, torch.ones_like(second), rtol=2e-3, atol=0)
+    raw = (feats * task._bspline_table[2]).square().mean(0)  # control: without the normalization
+    assert raw.min() < 0.5 * raw.max()

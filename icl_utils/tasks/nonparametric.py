@@ -7,10 +7,14 @@ basis) ball of order ``s``, where the minimax rate of regression from ``n`` exam
 
 * ``fourier``: products ``prod_k e_{j_k}(x_k)`` of the trigonometric basis ``e_1 = 1``,
   ``e_{2k} = sqrt(2) cos(2 pi k x)``, ``e_{2k+1} = sqrt(2) sin(2 pi k x)``, ordered by total frequency; orthonormal.
-* ``bspline``: dyadic tensor-product B-splines ``prod_k 2^(a/2) N_m(2^a x_k - b_k)``, level ``a = 0, 1, ...`` first,
-  every shift whose support meets ``[0, 1]``; the cardinal B-spline ``N_m`` is the ``(m+1)``-fold convolution
-  of the indicator of ``[0, 1]``. Not orthonormal: neighbouring shifts and levels overlap (the Gram matrix under
-  uniform inputs is banded), which the oracle's posterior mean takes into account.
+* ``bspline``: dyadic tensor-product B-splines ``prod_k N_m(2^a x_k - b_k)``, level ``a = 0, 1, ...`` first, every
+  shift whose support meets ``[0, 1]`` (at each level, the B-spline basis of the splines on ``[0, 1]`` with knots at
+  ``b / 2^a``), each divided by its norm in ``L^2`` of uniform inputs on ``[0, 1]^d``; the cardinal B-spline ``N_m``
+  is the ``(m+1)``-fold convolution of the indicator of ``[0, 1]``. Normalized because the shifts at the boundary
+  barely meet the cube: unnormalized, ``N_2(x + 2)`` restricted to ``[0, 1]`` has norm 0.22 per axis, so in
+  ``d = 8`` the first functions have norms of order ``1e-6`` and the tasks almost no signal. Not orthonormal:
+  neighbouring shifts and levels overlap (the Gram matrix under uniform inputs is banded), which the oracle's
+  posterior mean takes into account.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import itertools
 import math
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -84,6 +89,21 @@ def _fourier_indices(dim: int, count: int) -> list[tuple[int, ...]]:
     return indices[:count]
 
 
+def _bspline_norms(index: list[tuple[int, tuple[int, ...]]], order: int) -> Tensor:
+    """The norms in ``L^2`` of uniform inputs on ``[0, 1]^d`` of ``prod_k N_m(2^a x_k - b_k)``, float64, one per
+    (level, shifts): per axis ``2^-a`` times the integral of ``N_m^2`` over ``[-b, 2^a - b]``, by Gauss-Legendre on
+    each unit piece, where ``N_m^2`` is a polynomial of degree ``2m`` (``m + 1`` nodes are exact)."""
+    nodes, weights = (torch.from_numpy(v) for v in np.polynomial.legendre.leggauss(order + 1))
+    pieces = torch.arange(order + 1, dtype=torch.float64)  # N_m on [k, k + 1], k = 0..m
+    u = pieces[:, None] + (nodes + 1) / 2  # (m + 1, nodes) points in each piece
+    piece_sq = (cardinal_bspline(u, order).square() * weights / 2).sum(-1)  # integral of N_m^2 on each piece
+    out = []
+    for level, shifts in index:
+        squares = [piece_sq[max(0, -b) : max(0, min(order + 1, 2**level - b))].sum() / 2**level for b in shifts]
+        out.append(math.prod(v.item() for v in squares))
+    return torch.tensor(out, dtype=torch.float64).sqrt()
+
+
 def _bspline_indices(dim: int, count: int, order: int) -> list[tuple[int, tuple[int, ...]]]:
     """The first ``count`` (level, shifts) pairs: levels in order, shifts ``b`` with ``2^a x - b`` in the support."""
     out: list[tuple[int, tuple[int, ...]]] = []
@@ -134,7 +154,8 @@ class NonparametricTasks:
             object.__setattr__(self, "_fourier_table", flat)
         else:
             levels = torch.tensor([a for a, _ in index], dtype=torch.float64)
-            object.__setattr__(self, "_bspline_table", (2.0**levels, torch.tensor([b for _, b in index])))
+            norms = _bspline_norms(index, order)
+            object.__setattr__(self, "_bspline_table", (2.0**levels, torch.tensor([b for _, b in index]), norms))
 
     @property
     def noise_var(self) -> float:
@@ -175,10 +196,9 @@ class NonparametricTasks:
             return out.T.reshape(*x.shape[:-1], len(index))
         # Every function at once: the recursion of cardinal_bspline is elementwise, so it runs on the (..., N, d)
         # tensor of arguments 2^a x_k - b_k; a loop over the functions costs thousands of small ops per call.
-        scale, shift = (t.to(x.device) for t in self._bspline_table)
-        scale = scale.to(x.dtype)
-        arg = scale[:, None] * x[..., None, :] - shift.to(x.dtype)
-        return (scale.sqrt()[:, None] * cardinal_bspline(arg, self.order)).prod(-1)
+        scale, shift, norm = (t.to(x.device) for t in self._bspline_table)
+        arg = scale.to(x.dtype)[:, None] * x[..., None, :] - shift.to(x.dtype)
+        return cardinal_bspline(arg, self.order).prod(-1) / norm.to(x.dtype)
 
     def sample(self, batch: int, n: int, generator: torch.Generator, weights: Tensor | None = None) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query on the generator's device; ``weights`` (shape
