@@ -328,6 +328,26 @@ def plot_rate_curves(
     return fig
 
 
+def _seed_curve(ax: Axes, ns: np.ndarray, curve: object, name: str) -> np.ndarray:
+    """Draw ``curve`` against ``ns``: a line for shape ``(len(ns),)``, or for runs from ``S`` seeds, shape
+    ``(S, len(ns))``, their median with the range shaded. Returns the drawn line's values."""
+    curve = np.asarray(curve)
+    if curve.ndim not in (1, 2) or curve.shape[-1] != len(ns):
+        raise ValueError(f"curves[{name!r}] must have shape ({len(ns)},) or (S, {len(ns)}), got {curve.shape}")
+    median = np.median(curve, 0) if curve.ndim == 2 else curve
+    ax.plot(ns, median, marker="o", label=name)
+    if curve.ndim == 2:
+        ax.fill_between(ns, curve.min(0), curve.max(0), color=ax.lines[-1].get_color(), alpha=0.2, linewidth=0)
+    return median
+
+
+def _context_axis(ax: Axes, ns: np.ndarray) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns, [str(int(n)) for n in ns])
+    ax.set_xlabel("context length $n$")
+    log_y(ax)
+
+
 def plot_feature_maps(ns: Sequence[int], curves: Mapping[str, np.ndarray], *, rate: float) -> Figure:
     """Excess ICL risk against the context length ``ns`` for each feature map of ``curves`` (name to shape
     ``(len(ns),)``, a line, or ``(S, len(ns))``, runs from ``S`` seeds: their median with the range shaded), and
@@ -338,21 +358,10 @@ def plot_feature_maps(ns: Sequence[int], curves: Mapping[str, np.ndarray], *, ra
         raise ValueError(f"rate must be a positive number, got {rate!r}")
     fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
     ns = np.asarray(ns, dtype=float)
-    for name, curve in curves.items():
-        curve = np.asarray(curve)
-        if curve.shape[-1] != len(ns) or curve.ndim not in (1, 2):
-            raise ValueError(f"curves[{name!r}] must have shape ({len(ns)},) or (S, {len(ns)}), got {curve.shape}")
-        median = np.median(curve, 0) if curve.ndim == 2 else curve
-        ax.plot(ns, median, marker="o", label=name)
-        if curve.ndim == 2:
-            ax.fill_between(ns, curve.min(0), curve.max(0), color=ax.lines[-1].get_color(), alpha=0.2, linewidth=0)
-    first = np.asarray(next(iter(curves.values())))
-    last = (np.median(first, 0) if first.ndim == 2 else first)[-1]
-    ax.plot(ns, last * (ns / ns[-1]) ** -rate, color="0.5", linestyle="--", label=f"$n^{{-{rate:.2f}}}$")
-    ax.set(xlabel="context length $n$", ylabel="excess ICL risk")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(ns, [str(int(n)) for n in ns])
-    log_y(ax)
+    medians = [_seed_curve(ax, ns, curve, name) for name, curve in curves.items()]
+    ax.plot(ns, medians[0][-1] * (ns / ns[-1]) ** -rate, color="0.5", linestyle="--", label=f"$n^{{-{rate:.2f}}}$")
+    ax.set_ylabel("excess ICL risk")
+    _context_axis(ax, ns)
     ax.legend()
     return fig
 
@@ -392,24 +401,33 @@ def plot_pretraining_sets(curves: Mapping[str, Mapping[str, np.ndarray]], *, noi
 
 
 def plot_learner_comparison(
-    ns: Sequence[int], exact: Mapping[str, np.ndarray], monte_carlo: Mapping[str, np.ndarray]
+    ns: Sequence[int], panels: Mapping[str, tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]]
 ) -> Figure:
-    """Excess ICL risk against the context length ``ns`` (log base 2): lines with markers for the ``exact`` curves
-    (name to shape ``(len(ns),)``), and 95% error bars for the ``monte_carlo`` ones (name to shape ``(len(ns), 2)``:
-    mean and standard error). Returns the figure."""
-    fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
-    for name, curve in exact.items():
-        ax.plot(ns, curve, marker="o", label=name)
-    for name, v in monte_carlo.items():
-        v = np.asarray(v)
-        if v.shape != (len(ns), 2):
-            raise ValueError(f"monte_carlo[{name!r}] must have shape ({len(ns)}, 2), got {v.shape}")
-        ax.errorbar(ns, v[:, 0], yerr=1.96 * v[:, 1], marker="o", capsize=3, label=name)
-    ax.set(xlabel="context length $n$", ylabel="excess ICL risk")
-    log_y(ax)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(ns, [str(n) for n in ns])
-    ax.legend()
+    """Excess ICL risk against the context length ``ns`` (log base 2), one panel per entry of ``panels`` (its title
+    to a pair ``(exact, monte_carlo)``), side by side with a shared y axis: lines for the ``exact`` curves (name to
+    shape ``(len(ns),)``, or ``(S, len(ns))`` for ``S`` seeds: median and shaded range), and 95% error bars for the
+    ``monte_carlo`` ones (name to shape ``(len(ns), 2)``: mean and standard error). The legend is the first
+    panel's. Returns the figure."""
+    if not isinstance(panels, Mapping) or not panels:
+        raise ValueError("panels must map at least one title to a pair (exact, monte_carlo)")
+    ns = np.asarray(ns, dtype=float)
+    fig, axes = plt.subplots(1, len(panels), figsize=_size(3.4 * len(panels), 3.8), sharey=True, squeeze=False)
+    for ax, (title, pair) in zip(axes[0], panels.items()):
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise ValueError(f"panels[{title!r}] must be a pair (exact, monte_carlo)")
+        exact, monte_carlo = pair
+        for name, curve in exact.items():
+            _seed_curve(ax, ns, curve, name)
+        for name, v in monte_carlo.items():
+            v = np.asarray(v)
+            if v.shape != (len(ns), 2):
+                raise ValueError(f"monte_carlo[{name!r}] must have shape ({len(ns)}, 2), got {v.shape}")
+            ax.errorbar(ns, v[:, 0], yerr=1.96 * v[:, 1], marker="o", capsize=3, label=name)
+        ax.set_title(title)
+        _context_axis(ax, ns)
+    axes[0, 0].set_ylabel("excess ICL risk")
+    axes[0, 0].legend()
+    fig.tight_layout()
     return fig
 
 

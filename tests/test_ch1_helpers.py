@@ -211,16 +211,24 @@ def test_plot_feature_maps_draws_lines_seed_medians_with_ranges_and_the_rate():
     plt.close(fig)
 
 
-def test_plot_learner_comparison_draws_exact_lines_and_error_bars():
+def test_plot_learner_comparison_draws_a_panel_per_setting_with_seed_medians_and_error_bars():
     ns = [16, 64]
-    fig = plotting.plot_learner_comparison(ns, {"exact": np.array([0.2, 0.1])},
-                                           {"mc": np.array([[0.3, 0.01], [0.2, 0.01]])})
-    (ax,) = fig.axes
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["exact", "mc"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["16", "64"]
+    runs = np.array([[0.2, 0.1], [0.4, 0.3], [0.3, 0.05]])
+    panels = {"d = 4": ({"exact": runs}, {"mc": np.array([[0.3, 0.01], [0.2, 0.01]])}),
+              "d = 16": ({"exact": np.array([0.2, 0.1])}, {"mc": np.array([[0.5, 0.01], [0.4, 0.01]])})}
+    fig = plotting.plot_learner_comparison(ns, panels)
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["exact", "mc"] and right.get_legend() is None
+    assert [ax.get_title() for ax in fig.axes] == ["d = 4", "d = 16"]
+    np.testing.assert_allclose(left.lines[0].get_ydata(), [0.3, 0.1])  # the median over the seeds
+    assert len(left.collections) >= 1 and [t.get_text() for t in right.get_xticklabels()] == ["16", "64"]
     plt.close(fig)
     with pytest.raises(ValueError, match="monte_carlo"):
-        plotting.plot_learner_comparison(ns, {}, {"mc": np.array([0.3, 0.2])})
+        plotting.plot_learner_comparison(ns, {"d": ({}, {"mc": np.array([0.3, 0.2])})})
+    with pytest.raises(ValueError, match="panels"):
+        plotting.plot_learner_comparison(ns, {})
+    with pytest.raises(ValueError, match="curves"):
+        plotting.plot_learner_comparison(ns, {"d": ({"exact": runs[:, :1]}, {})})
 
 
 def test_plot_task_diversity_styles_attention_and_dmmse():
