@@ -165,7 +165,9 @@ def _moments(features: Callable[[Tensor], Tensor], task: object, prior_cov: Tens
     nodes, basis = _quadrature(task, points)
     owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
     param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
-    phi = features(nodes if param is None else nodes.to(param.device, param.dtype)).double().cpu()
+    # A copy: the nodes are kept for later calls, and a feature map may write into its input.
+    phi = features(nodes.clone() if param is None else nodes.to(param.device, param.dtype, copy=True))
+    phi = phi.double().cpu()
     if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
         raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")
     k = nodes.shape[0]

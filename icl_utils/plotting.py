@@ -328,12 +328,13 @@ def plot_rate_curves(
     return fig
 
 
-def _seed_curve(ax: Axes, ns: np.ndarray, curve: object, name: str) -> np.ndarray:
-    """Draw ``curve`` against ``ns``: a line for shape ``(len(ns),)``, or for runs from ``S`` seeds, shape
-    ``(S, len(ns))``, their median with the range shaded. Returns the drawn line's values."""
+def _seed_curve(ax: Axes, ns: np.ndarray, curve: object, name: str, where: str) -> np.ndarray:
+    """Draw ``curve`` against ``ns`` with the label ``name``: a line for shape ``(len(ns),)``, or for runs from
+    ``S`` seeds, shape ``(S, len(ns))``, their median with the range shaded. ``where`` names the argument in an
+    error. Returns the drawn line's values."""
     curve = np.asarray(curve)
     if curve.ndim not in (1, 2) or curve.shape[-1] != len(ns):
-        raise ValueError(f"curves[{name!r}] must have shape ({len(ns)},) or (S, {len(ns)}), got {curve.shape}")
+        raise ValueError(f"{where} must have shape ({len(ns)},) or (S, {len(ns)}), got {curve.shape}")
     median = np.median(curve, 0) if curve.ndim == 2 else curve
     ax.plot(ns, median, marker="o", label=name)
     if curve.ndim == 2:
@@ -358,7 +359,7 @@ def plot_feature_maps(ns: Sequence[int], curves: Mapping[str, np.ndarray], *, ra
         raise ValueError(f"rate must be a positive number, got {rate!r}")
     fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
     ns = np.asarray(ns, dtype=float)
-    medians = [_seed_curve(ax, ns, curve, name) for name, curve in curves.items()]
+    medians = [_seed_curve(ax, ns, curve, name, f"curves[{name!r}]") for name, curve in curves.items()]
     ax.plot(ns, medians[0][-1] * (ns / ns[-1]) ** -rate, color="0.5", linestyle="--", label=f"$n^{{-{rate:.2f}}}$")
     ax.set_ylabel("excess ICL risk")
     _context_axis(ax, ns)
@@ -416,12 +417,15 @@ def plot_learner_comparison(
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise ValueError(f"panels[{title!r}] must be a pair (exact, monte_carlo)")
         exact, monte_carlo = pair
+        if not isinstance(exact, Mapping) or not isinstance(monte_carlo, Mapping):
+            raise TypeError(f"panels[{title!r}] must hold two mappings from names to curves")
         for name, curve in exact.items():
-            _seed_curve(ax, ns, curve, name)
+            _seed_curve(ax, ns, curve, name, f"panels[{title!r}][0][{name!r}]")
         for name, v in monte_carlo.items():
             v = np.asarray(v)
             if v.shape != (len(ns), 2):
-                raise ValueError(f"monte_carlo[{name!r}] must have shape ({len(ns)}, 2), got {v.shape}")
+                raise ValueError(f"panels[{title!r}][1][{name!r}] (mean and standard error) must have shape "
+                                 f"({len(ns)}, 2), got {v.shape}")
             ax.errorbar(ns, v[:, 0], yerr=1.96 * v[:, 1], marker="o", capsize=3, label=name)
         ax.set_title(title)
         _context_axis(ax, ns)

@@ -223,12 +223,14 @@ def test_plot_learner_comparison_draws_a_panel_per_setting_with_seed_medians_and
     np.testing.assert_allclose(left.lines[0].get_ydata(), [0.3, 0.1])  # the median over the seeds
     assert len(left.collections) >= 1 and [t.get_text() for t in right.get_xticklabels()] == ["16", "64"]
     plt.close(fig)
-    with pytest.raises(ValueError, match="monte_carlo"):
+    with pytest.raises(ValueError, match=r"panels\['d'\]\[1\]\['mc'\] \(mean and standard error\)"):
         plotting.plot_learner_comparison(ns, {"d": ({}, {"mc": np.array([0.3, 0.2])})})
-    with pytest.raises(ValueError, match="panels"):
+    with pytest.raises(ValueError, match="panels must map"):
         plotting.plot_learner_comparison(ns, {})
-    with pytest.raises(ValueError, match="curves"):
+    with pytest.raises(ValueError, match=r"panels\['d'\]\[0\]\['exact'\] must have shape"):
         plotting.plot_learner_comparison(ns, {"d": ({"exact": runs[:, :1]}, {})})
+    with pytest.raises(TypeError, match="two mappings"):
+        plotting.plot_learner_comparison(ns, {"d": ([runs], {})})
 
 
 def test_plot_task_diversity_styles_attention_and_dmmse():
@@ -279,3 +281,19 @@ def test_fit_features_exact_lowers_the_risk_towards_the_true_basis_and_sets_gamm
         fit_features_exact(torch.nn.Linear(2, 1), task, 32)
     with pytest.raises(ValueError, match="max_iter"):
         fit_features_exact(model, task, 32, max_iter=0)
+
+
+def test_moments_are_not_changed_by_a_feature_map_that_writes_into_its_input():
+    """The quadrature nodes and the true basis are kept between calls; a feature map that modifies its input in
+    place must not change what the next call integrates over."""
+    task = NonparametricTasks(dim=2, smoothness=1.0, basis="bspline", order=1, n_basis=9, noise_std=0.5)
+    first = AttentionMoments.of(task.features, task, points=512)
+
+    def scribbles(x):
+        out = task.features(x)
+        x.mul_(0.5)  # in place, after use
+        return out
+
+    AttentionMoments.of(scribbles, task, points=512)
+    again = AttentionMoments.of(task.features, task, points=512)
+    torch.testing.assert_close(again.risk(8, again.gamma(8)), first.risk(8, first.gamma(8)), rtol=0, atol=0)

@@ -342,3 +342,12 @@ def test_bspline_features_have_unit_norm_under_uniform_inputs(dim, order):
     torch.testing.assert_close(second, torch.ones_like(second), rtol=2e-3, atol=0)
     raw = (feats * task._bspline_table[2]).square().mean(0)  # control: without the normalization
     assert raw.min() < 0.5 * raw.max()
+
+
+def test_bspline_levels_count_the_shifts_of_each_level():
+    """Level a has (m + 2^a)^d shifts: in d = 4 with order 1, 16 functions of level 0 and 81 of level 1."""
+    task = NonparametricTasks(dim=4, smoothness=1.0, basis="bspline", order=1, n_basis=100)
+    levels = task.levels()
+    assert levels.tolist() == [0] * 16 + [1] * 81 + [2] * 3
+    with pytest.raises(ValueError, match="levels are defined for the bspline basis"):
+        NonparametricTasks(dim=4, smoothness=1.0).levels()

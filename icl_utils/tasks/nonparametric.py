@@ -165,6 +165,14 @@ class NonparametricTasks:
         """The same tasks with noiseless query labels (contexts stay noisy)."""
         return replace(self, noiseless_query=True)
 
+    def levels(self) -> Tensor:
+        """The level ``a`` of each B-spline basis function, shape ``(n_basis,)`` (int64): a level has ``(m + 2^a)^d``
+        functions, so in high ``d`` the first ones all belong to level 0, which on ``[0, 1]^d`` (no knot inside) are
+        the tensor-product polynomials of degree ``m``."""
+        if self.basis != "bspline":
+            raise ValueError(f"levels are defined for the bspline basis, not {self.basis!r}")
+        return torch.tensor([a for a, _ in self._index])
+
     def prior_var(self) -> Tensor:
         """The variances ``j^(-2s-1)`` of the coefficients, float64, shape ``(n_basis,)``."""
         j = torch.arange(1, self.n_basis + 1, dtype=torch.float64)
