@@ -407,12 +407,12 @@ def plot_learner_comparison(
     """Excess ICL risk against the context length ``ns`` (log base 2), one panel per entry of ``panels`` (its title
     to a pair ``(exact, monte_carlo)``), side by side with a shared y axis: lines for the ``exact`` curves (name to
     shape ``(len(ns),)``, or ``(S, len(ns))`` for ``S`` seeds: median and shaded range), and 95% error bars for the
-    ``monte_carlo`` ones (name to shape ``(len(ns), 2)``: mean and standard error). The legend is the first
-    panel's. Returns the figure."""
+    ``monte_carlo`` ones (name to shape ``(len(ns), 2)``: mean and standard error). One legend, the first panel's
+    curves, below the panels. Returns the figure."""
     if not isinstance(panels, Mapping) or not panels:
         raise ValueError("panels must map at least one title to a pair (exact, monte_carlo)")
     ns = np.asarray(ns, dtype=float)
-    fig, axes = plt.subplots(1, len(panels), figsize=_size(3.4 * len(panels), 3.8), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=_size(3.4 * len(panels), 4.2), sharey=True, squeeze=False)
     for ax, (title, pair) in zip(axes[0], panels.items()):
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise ValueError(f"panels[{title!r}] must be a pair (exact, monte_carlo)")
@@ -430,8 +430,10 @@ def plot_learner_comparison(
         ax.set_title(title)
         _context_axis(ax, ns)
     axes[0, 0].set_ylabel("excess ICL risk")
-    axes[0, 0].legend()
-    fig.tight_layout()
+    # Below the panels: inside a narrow panel the legend would cover the curves.
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2)
+    fig.tight_layout(rect=(0, 0.7 / fig.get_figheight(), 1, 1))  # about 0.7 in for two rows of legend
     return fig
 
 

@@ -218,7 +218,8 @@ def test_plot_learner_comparison_draws_a_panel_per_setting_with_seed_medians_and
               "d = 16": ({"exact": np.array([0.2, 0.1])}, {"mc": np.array([[0.5, 0.01], [0.4, 0.01]])})}
     fig = plotting.plot_learner_comparison(ns, panels)
     left, right = fig.axes
-    assert [t.get_text() for t in left.get_legend().get_texts()] == ["exact", "mc"] and right.get_legend() is None
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["exact", "mc"] and right.get_legend() is None
     assert [ax.get_title() for ax in fig.axes] == ["d = 4", "d = 16"]
     np.testing.assert_allclose(left.lines[0].get_ydata(), [0.3, 0.1])  # the median over the seeds
     assert len(left.collections) >= 1 and [t.get_text() for t in right.get_xticklabels()] == ["16", "64"]
