@@ -266,11 +266,21 @@ class RiskTerms:
         return per_task.std(axis=1, ddof=1) / math.sqrt(self.floors.size)
 
     def examples_needed(self, level: float) -> float:
-        """The sample complexity: the context length ``n = spread / (level - floor)`` at which ``R(n) = level``
-        (``inf`` when ``level`` is at or below the floor)."""
-        level = checks.real("level", level)
-        gap = level - self.floor
-        return self.spread / gap if gap > 0 else math.inf
+        """The sample complexity: the context length at which ``R(n) = level`` (:func:`examples_needed`)."""
+        return examples_needed(self.floor, self.spread, level)
+
+
+def examples_needed(floor: object, spread: object, level: float) -> float | np.ndarray:
+    """The context length ``n = spread / (level - floor)`` at which ``floor + spread / n = level``, elementwise over
+    ``floor`` and ``spread`` (numbers or arrays of one shape, e.g. one per pretraining run); ``inf`` where ``level``
+    is at or below the floor."""
+    level = checks.real("level", level)
+    floor, spread = np.asarray(floor, dtype=float), np.asarray(spread, dtype=float)
+    if floor.shape != spread.shape:
+        raise ValueError(f"floor and spread must have one shape, got {floor.shape} and {spread.shape}")
+    gap = level - floor
+    out = np.where(gap > 0, spread / np.where(gap > 0, gap, 1.0), np.inf)
+    return float(out) if out.ndim == 0 else out
 
 
 @torch.no_grad()

@@ -21,6 +21,7 @@ from icl_utils.plotting import (  # noqa: E402
 from icl_utils.risk import (  # noqa: E402
     RiskTerms,
     bootstrap_interval,
+    examples_needed,
     examples_to_reach,
     exponent_difference,
     scaling_exponent,
@@ -88,6 +89,17 @@ def test_risk_terms_give_the_risk_and_the_sample_complexity():
     np.testing.assert_allclose(terms.standard_error([1e12]), [np.std([0.2, 0.4], ddof=1) / np.sqrt(2)])
     with pytest.raises(ValueError, match="positive context lengths"):
         terms.risk(0)
+
+
+def test_examples_needed_per_run_is_the_n_where_floor_plus_spread_over_n_meets_the_level():
+    floors, spreads = np.array([0.2, 0.3, 0.5]), np.array([8.0, 2.0, 1.0])
+    needed = examples_needed(floors, spreads, 0.4)
+    np.testing.assert_allclose(needed[:2], [40.0, 20.0])
+    np.testing.assert_allclose(floors[:2] + spreads[:2] / needed[:2], 0.4)  # the level is reached there
+    assert needed[2] == np.inf  # a floor above the level is never reached
+    assert examples_needed(0.2, 8.0, 0.4) == pytest.approx(40.0)
+    with pytest.raises(ValueError, match="floor and spread must have one shape"):
+        examples_needed(floors, spreads[:2], 0.4)
 
 
 def test_subspace_mass_draws_one_pair_of_bars_per_setting():

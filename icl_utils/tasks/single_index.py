@@ -128,8 +128,7 @@ class SingleIndexTasks:
         if not isinstance(x, Tensor):
             raise TypeError(f"x must be a torch.Tensor of shape (..., {self.dim}), got {type(x).__name__}")
         if x.ndim < 1 or x.shape[-1] != self.dim:
-            raise ValueError(f"x must be a tensor of shape (..., {self.dim}), got "
-                             f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
+            raise ValueError(f"x must be a tensor of shape (..., {self.dim}), got {tuple(x.shape)}")
         s = (x.double() @ self.basis.to(x.device)).square().sum(-1)  # |u|^2
         poly = self._mean_link_in_s()
         return sum(a * s**j for j, a in enumerate(poly.tolist())).to(x.dtype)
