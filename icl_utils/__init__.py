@@ -16,6 +16,7 @@ One job per module; each imports only the ones above it in this list (``tests/te
 ``train``                   ``TrainConfig``, the Adam loop (one step, CUDA graph around it), ensembles
 ``risk``                    Monte Carlo ICL risk: errors at every prefix, bands, slopes
 ``plotting``                the house style and every recurring or multi-panel figure
+``claims``                  the chapters' claims as data: checked ledgers, their tables and JSON
 ==========================  ==========================================================================
 
 Every length counts context examples, ``n``, without the query.
@@ -25,7 +26,7 @@ from icl_utils.config import by_mode, describe, get_device, is_full, make_genera
 from icl_utils.prompts import Prompt
 
 LAYERS = ("config", "prompts", "checks", "estimators", "tasks", "exact", "models", "gd", "dynamics", "train",
-          "risk", "plotting")
+          "risk", "plotting", "claims")
 
 __all__ = [
     "LAYERS",

@@ -1,0 +1,317 @@
+"""The papers' claims as data: each chapter's ledger, checked, shown as a table and written as JSON.
+
+A :class:`Claim` holds its statement, its source, the measured value with an interval, the :class:`Check` it must
+pass (a relation to a bound, and where the bound comes from), the controls (models or predictors that lack the
+claimed property, measured the same way) and a status. :meth:`Ledger.verify` raises when
+
+* a *demonstrated* claim fails its check, has no control, or has a control that passes the check;
+* a *weak* claim fails its check or gives no reason;
+* a *not reproduced* claim passes its check (then it is reproduced) or gives no measured cause.
+
+A chapter builds its ledger at its end, verifies it, shows it (the notebook renders :meth:`Ledger._repr_markdown_`
+as a table) and :meth:`Ledger.write`\\ s it as ``<chapter>.json`` into ``ICL_CLAIMS_DIR`` (default
+``_build/claims`` at the repository's root), which the "What reproduces" page reads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from icl_utils import config
+
+STATUSES = ("demonstrated", "weak", "not reproduced")
+RELATIONS = {"<": lambda v, b: v < b, "<=": lambda v, b: v <= b, ">": lambda v, b: v > b,
+             ">=": lambda v, b: v >= b}
+#: Where a check's bound may come from (the book's rule: never raised after seeing a run).
+ORIGINS = ("seed spread", "closed form", "separator")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class LedgerError(AssertionError):
+    """A ledger whose claims do not stand as stated (an AssertionError, so a notebook's run fails on it)."""
+
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(f"{name} must not be NaN (a NaN passes no check and fails none)")
+    return value
+
+
+def _text(name: str, value: object, *, empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {type(value).__name__}")
+    if not empty and not value.strip():
+        raise ValueError(f"{name} must not be empty")
+    return value
+
+
+@dataclass(frozen=True)
+class Check:
+    """``value <relation> bound``; ``origin`` says where the bound comes from (one of :data:`ORIGINS`) and
+    ``note`` how (e.g. "1 + the largest relative spread over 3 seeds")."""
+
+    relation: str
+    bound: float
+    origin: str
+    note: str = ""
+
+    def __post_init__(self):
+        if self.relation not in RELATIONS:
+            raise ValueError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
+        object.__setattr__(self, "bound", _number("bound", self.bound))
+        if self.origin not in ORIGINS:
+            raise ValueError(f"origin must be one of {ORIGINS}, got {self.origin!r}")
+        _text("note", self.note, empty=True)
+
+    def holds(self, value: float) -> bool:
+        return bool(RELATIONS[self.relation](_number("value", value), self.bound))
+
+    def __str__(self) -> str:
+        return f"{self.relation} {_fmt(self.bound)}"
+
+
+@dataclass(frozen=True)
+class Control:
+    """A model or predictor that lacks the claimed property, and its value under the claim's check."""
+
+    name: str
+    value: float
+
+    def __post_init__(self):
+        _text("name", self.name)
+        object.__setattr__(self, "value", _number(f"value of control {self.name!r}", self.value))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper, as measured. ``interval`` (low, high) brackets ``value`` (say what it is in
+    ``interval_note``: a range over seeds, a bootstrap interval); ``figure`` is the label of the figure that shows
+    it; ``reason`` is required unless the claim is demonstrated."""
+
+    id: str
+    statement: str
+    source: str
+    value: float
+    check: Check
+    controls: tuple[Control, ...] = ()
+    status: str = "demonstrated"
+    interval: tuple[float, float] | None = None
+    interval_note: str = ""
+    figure: str = ""
+    reason: str = ""
+
+    def __post_init__(self):
+        for name in ("id", "statement", "source"):
+            _text(name, getattr(self, name))
+        object.__setattr__(self, "value", _number(f"value of claim {self.id!r}", self.value))
+        if not isinstance(self.check, Check):
+            raise TypeError(f"check must be a Check, got {type(self.check).__name__}")
+        if isinstance(self.controls, Control) or not isinstance(self.controls, Iterable):
+            raise TypeError("controls must be a sequence of Control")
+        controls = tuple(self.controls)
+        if not all(isinstance(c, Control) for c in controls):
+            raise TypeError("controls must be a sequence of Control")
+        object.__setattr__(self, "controls", controls)
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if self.interval is not None:
+            if not isinstance(self.interval, Sequence) or len(self.interval) != 2:
+                raise TypeError("interval must be a (low, high) pair or None")
+            lo, hi = (_number("interval", v) for v in self.interval)
+            if lo > hi:
+                raise ValueError(f"interval must have low <= high, got ({lo}, {hi})")
+            object.__setattr__(self, "interval", (lo, hi))
+        for name in ("interval_note", "figure", "reason"):
+            _text(name, getattr(self, name), empty=True)
+
+    @property
+    def holds(self) -> bool:
+        return self.check.holds(self.value)
+
+    def control_fails(self, control: Control) -> bool:
+        return not self.check.holds(control.value)
+
+    def problems(self) -> list[str]:
+        """Why this claim does not stand as stated (empty when it does)."""
+        out = []
+        if self.status == "demonstrated":
+            if not self.holds:
+                out.append(f"fails its check: {_fmt(self.value)} is not {self.check}")
+            if not self.controls:
+                out.append("is called demonstrated without a control")
+            out += [f"control {c.name!r} passes the check ({_fmt(c.value)} {self.check})"
+                    for c in self.controls if not self.control_fails(c)]
+        elif self.status == "weak":
+            if not self.holds:
+                out.append(f"fails its check ({_fmt(self.value)} is not {self.check}): not reproduced, not weak")
+            if not self.reason.strip():
+                out.append("is weak without a reason")
+        else:
+            if self.holds:
+                out.append(f"passes its check ({_fmt(self.value)} {self.check}): it is reproduced")
+            if not self.reason.strip():
+                out.append("is not reproduced without its measured cause")
+        return [f"claim {self.id!r} {p}" for p in out]
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["check"] = str(self.check)
+        d["tolerance_origin"] = self.check.origin + (f": {self.check.note}" if self.check.note else "")
+        d["bound"] = self.check.bound
+        d["holds"] = self.holds
+        d["controls"] = [{"name": c.name, "value": c.value, "fails": self.control_fails(c)} for c in self.controls]
+        return d
+
+
+@dataclass
+class Ledger:
+    """The claims of one chapter, named after its notebook (``"05_softmax_stagewise"``)."""
+
+    chapter: str
+    claims: list[Claim] = field(default_factory=list)
+
+    def __post_init__(self):
+        _text("chapter", self.chapter)
+        if "/" in self.chapter or self.chapter.endswith((".md", ".json")):
+            raise ValueError(f"chapter must be the notebook's name without folder or suffix, got {self.chapter!r}")
+
+    def add(self, claim: Claim) -> Claim:
+        if not isinstance(claim, Claim):
+            raise TypeError(f"claim must be a Claim, got {type(claim).__name__}")
+        if any(c.id == claim.id for c in self.claims):
+            raise ValueError(f"the ledger already holds a claim {claim.id!r}")
+        self.claims.append(claim)
+        return claim
+
+    def __getitem__(self, claim_id: str) -> Claim:
+        for c in self.claims:
+            if c.id == claim_id:
+                return c
+        raise KeyError(f"no claim {claim_id!r} in the ledger of {self.chapter}")
+
+    def verify(self) -> Ledger:
+        """Raise :class:`LedgerError` listing every claim that does not stand as stated; return the ledger."""
+        if not self.claims:
+            raise LedgerError(f"the ledger of {self.chapter} holds no claim")
+        problems = [p for c in self.claims for p in c.problems()]
+        if problems:
+            raise LedgerError("; ".join(problems))
+        return self
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(c.status == s for c in self.claims) for s in STATUSES}
+
+    def headline(self) -> str:
+        """One line for under a chapter's title: how many claims stand, and which do not fully."""
+        n = self.counts()
+        parts = [f"**{n['demonstrated']} of {len(self.claims)} claims demonstrated**, each against a control that "
+                 "fails it"]
+        for status in ("weak", "not reproduced"):
+            ids = [c.id for c in self.claims if c.status == status]
+            if ids:
+                parts.append(f"{status}: {', '.join(ids)}")
+        return "; ".join(parts) + "."
+
+    def record(self) -> dict:
+        return {"chapter": self.chapter, **run_facts(), "counts": self.counts(),
+                "claims": [c.as_dict() for c in self.claims]}
+
+    def write(self, folder: str | os.PathLike | None = None) -> Path:
+        """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically."""
+        folder = claims_dir() if folder is None else Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.chapter}.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.record(), indent=1))
+        os.replace(tmp, path)
+        return path
+
+    def _repr_markdown_(self) -> str:
+        return table(self.claims)
+
+
+def claims_dir() -> Path:
+    """``ICL_CLAIMS_DIR`` if set, else ``_build/claims`` at the repository's root."""
+    value = os.environ.get("ICL_CLAIMS_DIR", "").strip()
+    return Path(value) if value else ROOT / "_build" / "claims"
+
+
+def run_facts() -> dict:
+    """Mode, device, commit and date of this run."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    return {"mode": config.mode(), "device": str(config.get_device()), "commit": commit,
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def _fmt(x: float) -> str:
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    return f"{x:.3g}" if abs(x) < 1e4 else f"{x:.0f}"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(claims: Sequence[Claim | dict]) -> str:
+    """A markdown table of claims (or their JSON records): claim, figure, measured, check and its origin, controls
+    with their values, status."""
+    rows = ["| claim | measured | check (origin of the bound) | controls (value; fails?) | status |",
+            "| --- | --- | --- | --- | --- |"]
+    for c in claims:
+        d = c.as_dict() if isinstance(c, Claim) else c
+        measured = _fmt(d["value"])
+        if d.get("interval"):
+            measured += f" [{_fmt(d['interval'][0])}, {_fmt(d['interval'][1])}]"
+            if d.get("interval_note"):
+                measured += f" ({d['interval_note']})"
+        claim = f"**{d['id']}**: {d['statement']} ({d['source']}"
+        claim += f"; {{numref}}`{d['figure']}`)" if d.get("figure") else ")"
+        controls = "; ".join(f"{x['name']}: {_fmt(x['value'])} ({'fails' if x['fails'] else 'PASSES'})"
+                             for x in d["controls"]) or "none"
+        status = d["status"] + (f": {d['reason']}" if d.get("reason") else "")
+        rows.append("| " + " | ".join(_cell(s) for s in (claim, measured, f"{d['check']} ({d['tolerance_origin']})",
+                                                         controls, status)) + " |")
+    return "\n".join(rows)
+
+
+def load(folder: str | os.PathLike | None = None) -> dict[str, dict]:
+    """Every ledger written into ``folder`` (default :func:`claims_dir`), by chapter."""
+    folder = claims_dir() if folder is None else Path(folder)
+    out = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        record = json.loads(path.read_text())
+        out[record.get("chapter", path.stem)] = record
+    return out
+
+
+def overview(chapters: Sequence[str], ledgers: dict[str, dict]) -> str:
+    """A markdown table with one row per claim of every chapter in ``chapters`` (notebook names, in order), and
+    one row for a chapter without a ledger: "not yet migrated"."""
+    rows = ["| chapter | claim | measured | check | status | run |", "| --- | --- | --- | --- | --- | --- |"]
+    for chapter in chapters:
+        record = ledgers.get(chapter)
+        link = f"{{doc}}`{chapter} <{chapter}>`"
+        if record is None:
+            rows.append(f"| {link} | not yet migrated to a ledger | | | | |")
+            continue
+        run = f"{record['mode']}, {record['device']}, {record['commit']}, {record['date']}"
+        for d in record["claims"]:
+            status = d["status"] + (f": {d['reason']}" if d.get("reason") else "")
+            rows.append("| " + " | ".join(_cell(s) for s in (
+                link, f"**{d['id']}**: {d['statement']}", _fmt(d["value"]), d["check"], status, run)) + " |")
+    return "\n".join(rows)

@@ -1,0 +1,116 @@
+"""The claims ledger: a claim stands only as stated, and its JSON carries what the "What reproduces" page reads."""
+
+import json
+import math
+
+import pytest
+
+from icl_utils.claims import Check, Claim, Control, Ledger, LedgerError, load, overview, table
+
+
+def claim(**kw):
+    base = dict(id="rate", statement="the slope is below -1/2", source="Thm 1", value=-0.7,
+                check=Check("<", -0.5, "separator", "fixed before the run"),
+                controls=(Control("untrained model", -0.1),))
+    return Claim(**{**base, **kw})
+
+
+def test_a_demonstrated_claim_with_a_failing_control_stands():
+    ledger = Ledger("00_x", [claim()])
+    assert ledger.verify() is ledger
+    assert ledger.counts() == {"demonstrated": 1, "weak": 0, "not reproduced": 0}
+
+
+def test_refuses_a_demonstrated_claim_without_a_control():
+    with pytest.raises(LedgerError, match="demonstrated without a control"):
+        Ledger("00_x", [claim(controls=())]).verify()
+
+
+def test_refuses_a_control_that_passes_the_check():
+    with pytest.raises(LedgerError, match="control 'prompt mean' passes"):
+        Ledger("00_x", [claim(controls=(Control("untrained", 0.0), Control("prompt mean", -0.6)))]).verify()
+
+
+def test_refuses_a_failed_check():
+    with pytest.raises(LedgerError, match="fails its check"):
+        Ledger("00_x", [claim(value=-0.4)]).verify()
+
+
+def test_weak_and_not_reproduced_claims_state_their_numbers():
+    weak = claim(id="weak", status="weak", controls=(), reason="no control fails it")
+    Ledger("00_x", [weak]).verify()
+    with pytest.raises(LedgerError, match="not reproduced, not weak"):
+        Ledger("00_x", [claim(id="w", value=0.0, status="weak", reason="thin")]).verify()
+    with pytest.raises(LedgerError, match="without a reason"):
+        Ledger("00_x", [claim(id="w", status="weak")]).verify()
+    finding = claim(id="nr", value=-0.3, status="not reproduced", reason="the optimizer stalls at 2,000 steps")
+    Ledger("00_x", [finding]).verify()
+    with pytest.raises(LedgerError, match="it is reproduced"):
+        Ledger("00_x", [claim(id="nr", status="not reproduced", reason="x")]).verify()
+
+
+def test_every_problem_is_listed_at_once():
+    bad = [claim(id="a", controls=()), claim(id="b", value=1.0)]
+    with pytest.raises(LedgerError) as err:
+        Ledger("00_x", bad).verify()
+    assert "'a'" in str(err.value) and "'b'" in str(err.value)
+
+
+@pytest.mark.parametrize("kw, error, match", [
+    (dict(value=float("nan")), ValueError, "NaN"),
+    (dict(value="0.3"), TypeError, "value of claim"),
+    (dict(status="holds"), ValueError, "status must be one of"),
+    (dict(controls=Control("c", 1.0)), TypeError, "controls must be a sequence"),
+    (dict(controls=("c",)), TypeError, "controls must be a sequence of Control"),
+    (dict(interval=(1.0, 0.0)), ValueError, "low <= high"),
+    (dict(statement=""), ValueError, "statement must not be empty"),
+])
+def test_bad_claims_are_named(kw, error, match):
+    with pytest.raises(error, match=match):
+        claim(**kw)
+
+
+@pytest.mark.parametrize("args, error, match", [
+    (("=<", 1.0, "separator"), ValueError, "relation must be one of"),
+    (("<", 1.0, "chosen after the run"), ValueError, "origin must be one of"),
+    (("<", float("nan"), "closed form"), ValueError, "bound must not be NaN"),
+    (("<", None, "closed form"), TypeError, "bound must be a real number"),
+])
+def test_bad_checks_are_named(args, error, match):
+    with pytest.raises(error, match=match):
+        Check(*args)
+
+
+def test_a_ledger_refuses_duplicates_and_bad_names():
+    ledger = Ledger("00_x", [claim()])
+    with pytest.raises(ValueError, match="already holds"):
+        ledger.add(claim())
+    with pytest.raises(ValueError, match="chapter must be"):
+        Ledger("notebooks/00_x.md")
+    with pytest.raises(LedgerError, match="holds no claim"):
+        Ledger("00_x").verify()
+
+
+def test_json_round_trip_and_tables(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_CLAIMS_DIR", str(tmp_path))
+    ledger = Ledger("05_y", [claim(interval=(-0.8, -0.6), interval_note="3 seeds", figure="fig-y"),
+                             claim(id="weak", status="weak", controls=(), reason="no control")])
+    path = ledger.verify().write()
+    assert path == tmp_path / "05_y.json" and not list(tmp_path.glob("*.tmp"))
+    record = json.loads(path.read_text())
+    assert {"mode", "device", "commit", "date"} <= set(record)
+    c = record["claims"][0]
+    assert {"id", "statement", "source", "status", "value", "check", "tolerance_origin", "controls"} <= set(c)
+    assert c["controls"] == [{"name": "untrained model", "value": -0.1, "fails": True}]
+    assert c["check"] == "< -0.5" and c["tolerance_origin"] == "separator: fixed before the run"
+    md = table(ledger.claims)
+    assert md.count("\n") == 3 and "{numref}`fig-y`" in md and "[-0.8, -0.6] (3 seeds)" in md
+    assert ledger._repr_markdown_() == md
+    page = overview(["00_x", "05_y"], load())
+    assert "not yet migrated" in page.splitlines()[2] and page.count("05_y <05_y>") == 2
+    assert "weak: no control" in page
+
+
+def test_infinite_values_are_checked_and_shown():
+    c = claim(value=-math.inf)
+    assert c.holds and "-∞" in table([c])
