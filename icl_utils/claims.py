@@ -8,9 +8,9 @@ claimed property, measured the same way) and a status. :meth:`Ledger.verify` rai
 * a *weak* claim fails its check or gives no reason;
 * a *not reproduced* claim passes its check (then it is reproduced) or gives no measured cause.
 
-A chapter builds its ledger at its end, verifies it, shows it (the notebook renders :meth:`Ledger._repr_markdown_`
-as a table) and :meth:`Ledger.write`\\ s it as ``<chapter>.json`` into ``ICL_CLAIMS_DIR`` (default
-``_build/claims`` at the repository's root), which the "What reproduces" page reads.
+A chapter builds its ledger at its end, verifies it, shows it (:meth:`Ledger.table`, a markdown table) and
+:meth:`Ledger.write`\\ s it as ``<chapter>.json`` into ``ICL_CLAIMS_DIR`` (default ``_build/claims`` at the
+repository's root), which the "What reproduces" page reads.
 """
 
 from __future__ import annotations
@@ -236,8 +236,11 @@ class Ledger:
         os.replace(tmp, path)
         return path
 
-    def _repr_markdown_(self) -> str:
+    def table(self) -> str:
+        """The ledger as a markdown table (MyST: the figure column holds ``{numref}`` roles)."""
         return table(self.claims)
+
+    _repr_markdown_ = table
 
 
 def claims_dir() -> Path:
@@ -300,18 +303,20 @@ def load(folder: str | os.PathLike | None = None) -> dict[str, dict]:
 
 
 def overview(chapters: Sequence[str], ledgers: dict[str, dict]) -> str:
-    """A markdown table with one row per claim of every chapter in ``chapters`` (notebook names, in order), and
-    one row for a chapter without a ledger: "not yet migrated"."""
-    rows = ["| chapter | claim | measured | check | status | run |", "| --- | --- | --- | --- | --- | --- |"]
+    """Two markdown tables: one row per claim of every chapter in ``chapters`` (notebook names, in order), a chapter
+    without a ledger as one row "not yet migrated"; then the run each ledger comes from (mode, device, commit,
+    date)."""
+    rows = ["| chapter | claim | measured | check | status |", "| --- | --- | --- | --- | --- |"]
+    runs = ["| chapter | mode | device | commit | date |", "| --- | --- | --- | --- | --- |"]
     for chapter in chapters:
         record = ledgers.get(chapter)
-        link = f"{{doc}}`{chapter} <{chapter}>`"
+        link = f"{{doc}}`{chapter}`"  # Sphinx shows the chapter's title
         if record is None:
-            rows.append(f"| {link} | not yet migrated to a ledger | | | | |")
+            rows.append(f"| {link} | not yet migrated to a ledger | | | |")
             continue
-        run = f"{record['mode']}, {record['device']}, {record['commit']}, {record['date']}"
+        runs.append(f"| {link} | {record['mode']} | {record['device']} | {record['commit']} | {record['date']} |")
         for d in record["claims"]:
             status = d["status"] + (f": {d['reason']}" if d.get("reason") else "")
             rows.append("| " + " | ".join(_cell(s) for s in (
-                link, f"**{d['id']}**: {d['statement']}", _fmt(d["value"]), d["check"], status, run)) + " |")
-    return "\n".join(rows)
+                link, f"**{d['id']}**: {d['statement']}", _fmt(d["value"]), d["check"], status)) + " |")
+    return "\n".join(rows) + "\n\nThe runs these ledgers come from:\n\n" + "\n".join(runs)

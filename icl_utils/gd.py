@@ -26,6 +26,16 @@ class GDHistory:
     steps: np.ndarray
     records: dict[str, np.ndarray]
 
+    def run(self, index: int) -> GDHistory:
+        """The history of run ``index`` of runs descended together (each record's axis after the steps')."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"index must be an int, got {type(index).__name__}")
+        sizes = {v.shape[1] if v.ndim > 1 else 0 for v in self.records.values()}
+        if len(sizes) != 1 or not -min(sizes) <= index < min(sizes):
+            raise ValueError(f"index must select one of the runs (records of shapes "
+                             f"{[v.shape for v in self.records.values()]}), got {index}")
+        return GDHistory(self.steps, {k: v[:, index] for k, v in self.records.items()})
+
 
 def _blocks(init: object) -> dict[str, Tensor]:
     """The parameter blocks of ``init``, checked: one tensor (named ``""``) or a non-empty dict of tensors."""

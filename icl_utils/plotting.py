@@ -1023,8 +1023,8 @@ def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
     """Steps to convergence on log-log axes, one panel per mapping of ``panels``: ``x`` (shape ``(P,)``, the
     swept quantity), ``xlabel``, ``times`` (a dict from a label to measured steps of shape ``(P, seeds)``, or to a
     pair ``(x, steps)`` for a series on its own x values: the median is drawn with the range over seeds as an error
-    bar) and optionally ``bounds`` (a dict from a label to
-    values of shape ``(P,)``, drawn dashed)."""
+    bar), optionally ``bounds`` (a dict from a label to values of shape ``(P,)``, drawn dashed) and ``ylabel``
+    (default: steps to convergence)."""
     if not panels:
         raise ValueError("panels must hold at least one panel")
     fig, axes = plt.subplots(1, len(panels), figsize=_size(5.5 * len(panels), 4), squeeze=False)
@@ -1040,7 +1040,8 @@ def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
                         capsize=3, label=label)
         for j, (label, b) in enumerate(panel.get("bounds", {}).items()):
             ax.plot(x, b, "--", color=str(0.2 + 0.25 * j), label=label)
-        ax.set(xscale="log", yscale="log", xlabel=panel["xlabel"], ylabel="steps to $L_k \\leq \\epsilon$")
+        ax.set(xscale="log", yscale="log", xlabel=panel["xlabel"],
+               ylabel=panel.get("ylabel", "steps to $L_k \\leq \\epsilon$"))
         ax.set_xticks(x, [f"{v:g}" for v in x])
         ax.minorticks_off()
         ax.legend()

@@ -138,6 +138,15 @@ def fit_slope(ns: Sequence[float], risks: Sequence[float]) -> float:
     return float(np.polyfit(log_n, log_risk, 1)[0])
 
 
+def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
+    """:func:`fit_slope` of every column of ``ys`` (shape ``(len(xs), S)``, one column per seed): the spread of an
+    exponent over seeds."""
+    ys = np.asarray(ys, dtype=float)
+    if ys.ndim != 2 or ys.shape[0] != len(xs):
+        raise ValueError(f"ys must have shape (len(xs), S) = ({len(xs)}, S), got {ys.shape}")
+    return np.array([fit_slope(xs, ys[:, r]) for r in range(ys.shape[1])])
+
+
 def query_risk_curves(
     predictors: dict[str, Estimator], task: TaskFamily, ns: Sequence[int], n_prompts: int,
     generator: torch.Generator, chunk_size: int | None = None,

@@ -11,10 +11,15 @@ checks what a reader would meet:
   or output that scrolls sideways, and a page no taller than :data:`MAX_PAGE_HEIGHT` pixels;
 * every internal link points at a file and an anchor that exist.
 
-It saves a full-page screenshot of each page to ``_build/screenshots/`` and every page's height to
-``_build/screenshots/heights.json``. Outside CI the tests skip when the book has not been built or no Chromium is
-installed; in CI (``CI=true``) they fail instead. The last tests break a page on purpose to show that each check
-can fail.
+For every chapter page (``notebooks/NN_*.html``) it measures the page's composition, the shares of its article's
+height taken by the code shown (hidden inputs excluded), printed outputs, figures and the rest (prose and maths),
+and the median length of the code cells that draw no figure; a chapter of :data:`MIGRATED` must read like the paper.
+
+It saves a full-page screenshot of each page to ``_build/screenshots/``, every page's height to
+``_build/screenshots/heights.json`` and every chapter's composition to ``_build/screenshots/composition.json``
+(``ICL_BUILD_DIR`` names another build folder than ``_build``, for a build made with ``--path-output``). Outside
+CI the tests skip when the book has not been built or no Chromium is installed; in CI (``CI=true``) they fail
+instead. The last tests break a page on purpose to show that each check can fail.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import re
+import statistics
 import threading
 from html.parser import HTMLParser
 from pathlib import Path
@@ -32,8 +39,18 @@ import pytest
 from needs import need
 
 ROOT = Path(__file__).resolve().parents[1]
-HTML = ROOT / "_build" / "html"
-SCREENSHOTS = ROOT / "_build" / "screenshots"
+#: The build folder: ``_build``, or the one ``ICL_BUILD_DIR`` names (``jupyter-book build --path-output X`` builds
+#: into ``X/_build``).
+BUILD = Path(os.environ.get("ICL_BUILD_DIR") or ROOT / "_build")
+HTML = BUILD / "html"
+SCREENSHOTS = BUILD / "screenshots"
+#: The chapters migrated by the claims ledger: they read like the paper, prose and figures with little code shown.
+MIGRATED = {"05_softmax_stagewise"}
+#: The most of a migrated chapter's height its shown code may take (the claims ledger: the paper, not a notebook).
+MAX_CODE_SHARE = 0.20
+#: The most lines the median shown code cell that draws no figure may have in a migrated chapter (the claims ledger:
+#: a short call into the package, not an algorithm on the page).
+MAX_MEDIAN_CODE_LINES = 10
 #: The longest cell output a page may show, in lines: a longer one is a log, not a result.
 MAX_OUTPUT_LINES = 50
 #: The tallest a page may be at the test's 1280-pixel-wide window: room for a long chapter's prose, figures and
@@ -58,11 +75,75 @@ REPORT = """async () => {
     stderr: outputs.filter((o) => o.querySelector(".stderr")).length,
     outputs: outputs.length,
     output_lines: outputs.map((o) => o.innerText.split("\\n").length),
-    wide: [...document.querySelectorAll(".cell pre")].filter(scrolls)
+    // a folded (hide-input) cell has no width until opened: its lines are held to 88 characters in the source
+    wide: [...document.querySelectorAll(".cell pre")].filter((p) => !p.closest("details:not([open])")).filter(scrolls)
       .map((p) => p.innerText.split("\\n").reduce((a, b) => (b.length > a.length ? b : a))),
     height: document.documentElement.scrollHeight,
   };
 }"""
+
+
+COMPOSITION = """() => {
+  const article = document.querySelector("article.bd-article") || document.querySelector("main") || document.body;
+  // shown expanded by default: not in a closed <details> (a hide-input toggle) nor hidden by CSS
+  const shown = (e) => !e.closest("details:not([open])") && e.checkVisibility({visibilityProperty: true});
+  const tall = (e) => (shown(e) ? e.getBoundingClientRect().height : 0);
+  const figures = (e) => [...(e.tagName === "IMG" ? [e] : e.querySelectorAll("img"))].filter(shown);
+  const inCell = new Set();
+  const cells = [...article.querySelectorAll(".cell")].map((cell) => {
+    const input = cell.querySelector(".cell_input");
+    let printed = 0, figure = 0;
+    for (const output of cell.querySelectorAll(".cell_output")) {
+      for (const part of output.children) {
+        const imgs = figures(part);
+        imgs.forEach((i) => inCell.add(i));
+        if (imgs.length) { figure += tall(part); } else { printed += tall(part); }
+      }
+    }
+    const code = input && shown(input) ? input.querySelector("pre") : null;
+    return {input: !!input, shown: !!code, code: code ? tall(input) : 0,
+            lines: code ? code.innerText.replace(/\\n+$/, "").split("\\n").length : 0, printed, figure};
+  });
+  return {article: article.getBoundingClientRect().height, page: document.documentElement.scrollHeight, cells,
+          figures: figures(article).filter((i) => !inCell.has(i)).reduce((a, i) => a + tall(i), 0)};
+}"""
+
+
+def composition(measured: dict) -> dict:
+    """A chapter's composition from what :data:`COMPOSITION` measured: the shares of the article's height taken by
+    the code shown, printed outputs, figures and the rest (prose and maths), and the median number of lines of the
+    shown code cells that draw no figure (``None`` when there is none)."""
+    cells, height = measured["cells"], measured["article"]
+    px = {"code": sum(c["code"] for c in cells), "printed": sum(c["printed"] for c in cells),
+          "figures": sum(c["figure"] for c in cells) + measured["figures"]}
+    px["rest"] = max(height - sum(px.values()), 0.0)
+    lines = [c["lines"] for c in cells if c["shown"] and not c["figure"]]
+    return {**{k: round(v / height, 4) if height else 0.0 for k, v in px.items()},
+            "median_code_lines": statistics.median(lines) if lines else None,
+            "article_px": round(height), "page_px": measured["page"], **{f"{k}_px": round(v) for k, v in px.items()},
+            "code_cells_shown": sum(c["shown"] for c in cells),
+            "code_cells_hidden": sum(c["input"] and not c["shown"] for c in cells),
+            "code_cells_without_figure": len(lines), "cells_with_figure": sum(bool(c["figure"]) for c in cells)}
+
+
+def composition_line(name: str, c: dict) -> str:
+    """One line of a chapter's composition, as ``pytest -s`` prints it."""
+    median = "-" if c["median_code_lines"] is None else f"{c['median_code_lines']:g}"
+    return (f"{name}: code {c['code']:.1%}, printed {c['printed']:.1%}, figures {c['figures']:.1%}, "
+            f"rest {c['rest']:.1%} of {c['article_px']} px; median {median} code lines over "
+            f"{c['code_cells_without_figure']} shown cells without a figure ({c['code_cells_shown']} shown, "
+            f"{c['code_cells_hidden']} hidden)")
+
+
+def reads_like_the_paper(c: dict, name: str) -> list[str]:
+    """What keeps a migrated chapter from reading like the paper, as sentences; empty when it does."""
+    out = []
+    if c["code"] > MAX_CODE_SHARE:
+        out.append(f"{name}: shown code takes {c['code']:.1%} of the page (at most {MAX_CODE_SHARE:.0%})")
+    if c["median_code_lines"] is not None and c["median_code_lines"] > MAX_MEDIAN_CODE_LINES:
+        out.append(f"{name}: the median shown code cell without a figure has {c['median_code_lines']:g} lines "
+                   f"(at most {MAX_MEDIAN_CODE_LINES})")
+    return out
 
 
 def _need_build() -> None:
@@ -74,6 +155,11 @@ def _pages() -> list[Path]:
         return []
     return sorted(p for p in HTML.rglob("*.html")
                   if p.parent.name in ("notebooks", "book") and not p.name.startswith("."))
+
+
+def _chapters() -> list[Path]:
+    """The chapter pages: the notebooks whose names start with two digits."""
+    return [p for p in _pages() if p.parent.name == "notebooks" and re.match(r"\d\d_", p.name)]
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -182,6 +268,22 @@ def test_page_renders_in_a_browser(page, site: str, path: Path) -> None:
     assert broken_links(path) == []
 
 
+@pytest.mark.parametrize("path", _chapters(), ids=lambda p: p.stem)
+def test_chapter_composition(page, site: str, path: Path) -> None:
+    """Measure a chapter's composition, save it to ``composition.json`` and print it; a chapter of
+    :data:`MIGRATED` must read like the paper."""
+    visit(page, _url(site, path))  # waits for MathJax, whose typeset maths changes the heights
+    found = composition(page.evaluate(COMPOSITION))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    saved = SCREENSHOTS / "composition.json"
+    known = json.loads(saved.read_text()) if saved.exists() else {}
+    saved.write_text(json.dumps({**known, path.stem: found}, indent=1))
+    print(f"\n{composition_line(path.stem, found)}")
+    if path.stem in MIGRATED:
+        unlike = reads_like_the_paper(found, path.stem)
+        assert unlike == [], "\n".join(unlike)
+
+
 def test_every_chapter_is_checked() -> None:
     _need_build()
     chapters = {p.stem for p in (ROOT / "notebooks").glob("*.md")}
@@ -255,3 +357,56 @@ def test_a_broken_internal_link_is_caught(tmp_path: Path) -> None:
     (tmp_path / "other.html").write_text('<html><body><h1 id="there">x</h1></body></html>')
     page.write_text('<a href="other.html#there">ok</a><a href="other.html#nowhere">a</a><a href="gone.html">b</a>')
     assert broken_links(page) == ["page.html: other.html#nowhere (no such anchor)", "page.html: gone.html (no such file)"]
+
+
+def _cell(lines: int, output: str = "", hidden: bool = False) -> dict:
+    return {"input": True, "shown": not hidden, "code": 0 if hidden else 20.0 * lines, "lines": 0 if hidden else lines,
+            "printed": 60.0 if output == "printed" else 0.0, "figure": 200.0 if output == "figure" else 0.0}
+
+
+def test_composition_arithmetic() -> None:
+    cells = [_cell(3, "printed"), _cell(5), _cell(9), _cell(30, hidden=True), _cell(1, "figure")]
+    found = composition({"article": 1000.0, "page": 1200, "cells": cells, "figures": 100.0})
+    assert (found["code"], found["printed"], found["figures"], found["rest"]) == (0.36, 0.06, 0.3, 0.28)
+    # the hidden cell's 30 lines and the figure's 1 line are not counted
+    assert found["median_code_lines"] == 5
+    assert (found["code_cells_shown"], found["code_cells_hidden"], found["cells_with_figure"]) == (4, 1, 1)
+    assert composition({"article": 500.0, "page": 600, "cells": [], "figures": 0.0})["median_code_lines"] is None
+
+
+def test_a_chapter_that_reads_like_a_notebook_is_caught() -> None:
+    code_heavy = composition({"article": 1000.0, "page": 1000, "figures": 0.0,
+                              "cells": [_cell(12), _cell(12), _cell(4, "figure")]})
+    found = reads_like_the_paper(code_heavy, "ch.html")
+    assert any("shown code takes 56.0% of the page (at most 20%)" in p for p in found), found
+    assert any("has 12 lines (at most 10)" in p for p in found), found
+    paper = composition({"article": 1000.0, "page": 1000, "figures": 300.0, "cells": [_cell(4), _cell(2, "figure")]})
+    assert reads_like_the_paper(paper, "ch.html") == []
+
+
+#: A one-pixel transparent PNG.
+PIXEL = ("data:image/png;base64,"
+         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
+
+
+def test_composition_is_measured_in_the_browser(page) -> None:
+    """:data:`COMPOSITION` on a page of known layout: a hide-input cell and a figure's code are not counted as shown
+    code without a figure, and a figure is not a printed output."""
+    def cell(lines: int, output: str = "", hidden: bool = False) -> str:
+        code = '<div class="cell_input"><pre>' + "\n".join(f"x = {i}" for i in range(lines)) + "</pre></div>"
+        if hidden:
+            code = f"<details class='hide above-input'><summary>Show code cell source</summary>{code}</details>"
+        out = {"printed": '<div class="cell_output"><div class="output stream"><pre>a\nb\nc</pre></div></div>',
+               "figure": f'<div class="cell_output"><img src="{PIXEL}" style="display:block;height:200px"></div>'}
+        return f'<div class="cell">{code}{out.get(output, "")}</div>'
+    body = (cell(3, "printed") + cell(5) + cell(9) + cell(30, hidden=True) + cell(1, "figure")
+            + f'<figure><img src="{PIXEL}" style="display:block;height:100px"></figure>'
+            + '<p style="height:260px">prose</p>')
+    page.set_content("<style>* {margin: 0; padding: 0; border: 0} pre, summary {font: 16px/20px monospace}</style>"
+                     f'<main><article class="bd-article">{body}</article></main>')
+    found = composition(page.evaluate(COMPOSITION))
+    assert found["article_px"] == 1000, found
+    assert (found["code"], found["printed"], found["figures"], found["rest"]) == (0.36, 0.06, 0.3, 0.28), found
+    assert found["median_code_lines"] == 5, found
+    assert (found["code_cells_shown"], found["code_cells_hidden"], found["cells_with_figure"]) == (4, 1, 1), found
+

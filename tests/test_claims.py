@@ -105,9 +105,9 @@ def test_json_round_trip_and_tables(tmp_path, monkeypatch):
     assert c["check"] == "< -0.5" and c["tolerance_origin"] == "separator: fixed before the run"
     md = table(ledger.claims)
     assert md.count("\n") == 3 and "{numref}`fig-y`" in md and "[-0.8, -0.6] (3 seeds)" in md
-    assert ledger._repr_markdown_() == md
+    assert ledger._repr_markdown_() == ledger.table() == md
     page = overview(["00_x", "05_y"], load())
-    assert "not yet migrated" in page.splitlines()[2] and page.count("05_y <05_y>") == 2
+    assert "not yet migrated" in page.splitlines()[2] and page.count("{doc}`05_y`") == 3  # 2 claims, 1 run
     assert "weak: no control" in page
 
 

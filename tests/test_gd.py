@@ -138,3 +138,16 @@ def test_the_final_record_and_parameters_are_checked():
     with pytest.raises(FloatingPointError, match="the parameters became non-finite by step 1"):
         gradient_descent(lambda t: t.abs().sqrt().sum() * 0, torch.zeros(1), steps=1, lr=1.0,
                          record=lambda t: {"norm": t.norm()}, progress=False)
+
+
+def test_history_run_selects_one_of_the_runs_descended_together():
+    from icl_utils.gd import GDHistory
+
+    hist = GDHistory(np.arange(3), {"loss": np.arange(6.0).reshape(3, 2), "w": np.zeros((3, 2, 4))})
+    one = hist.run(1)
+    np.testing.assert_array_equal(one.records["loss"], [1.0, 3.0, 5.0])
+    assert one.records["w"].shape == (3, 4) and one.steps is hist.steps
+    with pytest.raises(ValueError, match="index must select"):
+        hist.run(2)
+    with pytest.raises(TypeError, match="index must be an int"):
+        hist.run(True)

@@ -3,6 +3,7 @@
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -351,3 +352,14 @@ def test_bspline_levels_count_the_shifts_of_each_level():
     assert levels.tolist() == [0] * 16 + [1] * 81 + [2] * 3
     with pytest.raises(ValueError, match="levels are defined for the bspline basis"):
         NonparametricTasks(dim=4, smoothness=1.0).levels()
+
+
+def test_fit_slopes_is_fit_slope_per_seed():
+    from icl_utils.risk import fit_slope, fit_slopes
+
+    xs = np.array([1.0, 2.0, 4.0, 8.0])
+    ys = np.stack([xs**-0.5, 3 * xs**1.5], 1)
+    np.testing.assert_allclose(fit_slopes(xs, ys), [-0.5, 1.5])
+    assert fit_slopes(xs, ys)[0] == pytest.approx(fit_slope(xs, ys[:, 0]))
+    with pytest.raises(ValueError, match="shape"):
+        fit_slopes(xs, ys[:3])

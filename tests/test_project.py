@@ -44,7 +44,10 @@ def undefined_glue(text: str) -> list[str]:
     pasted = {m.split(":")[0] for m in re.findall(r"\{glue(?::\w+)?\}`([^`]+)`", text)}
     code = "\n".join(re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.S | re.M))
     glued = set(re.findall(r"""["']([\w.-]+)["']""", code))
-    return sorted(pasted - glued)
+    # keys made by f-strings (glue(f"ch5_cfg_{name}", ...) in a loop): each {...} stands for a word
+    patterns = [re.sub(r"\\\{[^}]*\\\}", r"[\\w.-]+", re.escape(f))
+                for f in re.findall(r"""\bf["']([\w.{}-]*\{[^"']*)["']""", code)]
+    return sorted(k for k in pasted - glued if not any(re.fullmatch(p, k) for p in patterns))
 
 
 def test_one_version():
@@ -86,6 +89,8 @@ def test_the_prose_checks_can_fail():
     assert "ch9_x" in text  # named in the prose only, which does not count
     assert typed_chapter_numbers(text) == ["chapter 3"]
     assert undefined_glue(text) == ["ch9_x"]
+    looped = '{glue:text}`ch9_cfg_n` {glue:text}`ch9_n`\n```{code-cell}\nglue(f"ch9_cfg_{k}", v)\n```\n'
+    assert undefined_glue(looped) == ["ch9_n"]  # an f-string's key stands for its own pattern only
     assert typed_chapter_numbers("{numref}`chapter %s <ch-x>`") == []
 
 

@@ -124,3 +124,66 @@ def test_run_gradient_descent_is_gradient_descent_on_the_population_loss():
     direct, _ = gradient_descent(lambda v: sa.population_loss(v, counts, probs), torch.zeros(3, 3, dtype=torch.float64),
                                  steps=40, lr=0.5, progress=False)
     assert torch.equal(direct, w)
+
+
+def test_dominant_times_are_the_first_feature_crossings_of_the_same_descent():
+    probs = imbalanced_probs(4, 0.5)
+    levels = (0.04, 0.01)
+    got = sa.dominant_times([(probs, 24)], eps=levels, n_seeds=2, steps=80, lr=1.0, n_samples=64,
+                            generator=torch.Generator().manual_seed(3))
+    _, hist = sa.run_gradient_descent(probs.expand(2, -1), 24, steps=80, lr=1.0, n_samples=64,
+                                      generator=torch.Generator().manual_seed(3), record_every=1, progress=False)
+    for r in range(2):
+        for j, level in enumerate(levels):
+            assert got[0, r, j] == sa.convergence_steps(hist.steps, hist.records["loss_k"][:, r], level)[0]
+    assert np.isfinite(got).all() and np.all(got[..., 0] < got[..., 1])
+    short = sa.dominant_times([(probs, 24)], eps=(0.01,), n_seeds=1, steps=3, lr=1.0, n_samples=64,
+                              generator=torch.Generator().manual_seed(3))
+    assert short.shape == (1, 1, 1) and np.isinf(short).all()  # the budget ran out
+    with pytest.raises(TypeError, match="eps must be"):
+        sa.dominant_times([(probs, 24)], eps=0.01, n_seeds=1, steps=3, lr=1.0, n_samples=8,
+                          generator=torch.Generator())
+
+
+def test_doubling_increments_tell_saturation_log_and_power_laws_apart():
+    ks = [4, 6, 8, 12, 16, 32]
+    law = lambda f: np.array([[f(k)] for k in ks], dtype=float)  # noqa: E731
+    assert sa.doubling_increments(ks, law(np.log))[0] == pytest.approx(1.0)
+    assert sa.doubling_increments(ks, law(lambda k: k))[0] == pytest.approx(4.0)  # (32 - 16) / (8 - 4)
+    assert sa.doubling_increments(ks, law(lambda k: 100 - 64 / k))[0] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="three doublings"):
+        sa.doubling_increments([4, 8, 12], law(np.log)[:3])
+    with pytest.raises(ValueError, match="shape"):
+        sa.doubling_increments(ks, np.ones(len(ks)))
+    with pytest.raises(ValueError, match="positive"):
+        sa.doubling_increments(ks, law(lambda k: -k))
+
+
+def test_calibrate_bound_recovers_the_constants_of_times_on_the_bound():
+    ks, levels = np.array([4, 6, 8, 12]), np.array([0.04, 0.01])
+    t1, t2 = sa.bound_terms(ks[:, None], levels[None, :], 1.0)
+    exact = 2.0 * t1 + 0.1 * t2  # (K, eps)
+    spread = np.stack([exact, 1.1 * exact], 1)  # seeds: (K, 2, eps), 10% apart
+    times = sa.ConvergenceTimes(eps=levels, first=spread, rest=spread, concentration=np.full_like(spread, np.nan))
+    fit = sa.calibrate_bound(times, ks, 2, 1.0)
+    assert fit.ratio.shape == (4, 2) and fit.allowance == pytest.approx(0.1 + np.abs(fit.ratio[:2] - 1).max())
+    np.testing.assert_allclose(fit.ratio, fit.ratio[0, 0], rtol=1e-6)  # one law everywhere: one ratio
+    assert fit.held_out == pytest.approx(fit.ratio[2:].max())
+    faster = sa.ConvergenceTimes(eps=levels, first=spread, rest=spread * (ks[:, None, None] / 4.0) ** 2,
+                                 concentration=spread)
+    assert sa.calibrate_bound(faster, ks, 2, 1.0).held_out > 1.5  # a law that outgrows the bound breaks it
+    with pytest.raises(ValueError, match="leave at least one K"):
+        sa.calibrate_bound(times, ks, 4, 1.0)
+    with pytest.raises(TypeError, match="ConvergenceTimes"):
+        sa.calibrate_bound(spread, ks, 2, 1.0)
+
+
+def test_convergence_times_can_skip_the_concentration():
+    probs = imbalanced_probs(3, 0.5)
+    kw = dict(eps=(0.05,), n_seeds=1, steps=400, lr=1.0, n_samples=32, progress=False)
+    without = sa.convergence_times([(probs, 24)], quantile=None, generator=torch.Generator().manual_seed(0), **kw)
+    with_q = sa.convergence_times([(probs, 24)], quantile=0.5, generator=torch.Generator().manual_seed(0), **kw)
+    assert np.isnan(without.concentration).all() and np.isfinite(with_q.concentration).all()
+    np.testing.assert_array_equal(without.rest, with_q.rest)
+    with pytest.raises(ValueError, match="quantile"):
+        sa.convergence_times([(probs, 24)], quantile=1.5, generator=torch.Generator(), **kw)

@@ -270,7 +270,7 @@ class ConvergenceTimes:
     """Steps to convergence of a set of problems (one row of ``probs`` and a context length each), every problem
     run with ``n_seeds`` count samples. Arrays have shape ``(problems, seeds, len(eps))``: ``first`` is the first
     recorded step with ``L_1 <= eps``; ``rest`` the last of the other features' first steps with ``L_k <= eps``
-    (the latest of their first crossings); ``concentration`` the largest over those features of the 0.9 quantile of
+    (the latest of their first crossings); ``concentration`` the largest over those features of a quantile of
     ``(1 - Attn_k)^2`` on fresh contexts at the step where feature ``k`` reached ``eps`` (``nan`` if it never did)."""
 
     eps: np.ndarray
@@ -289,11 +289,13 @@ def convergence_times(
     n_samples: int,
     generator: torch.Generator,
     record_every: int = 5,
+    quantile: float | None = 0.9,
     progress: bool = True,
 ) -> ConvergenceTimes:
     """Run every problem ``(probs, n_context)`` of ``problems`` with ``n_seeds`` count samples at once
     (:func:`run_gradient_descent`), until every feature reaches the smallest ``eps`` or ``steps`` run out, and
-    measure its :class:`ConvergenceTimes` at every level of ``eps``. Draws from ``generator`` in problem order."""
+    measure its :class:`ConvergenceTimes` at every level of ``eps`` (the concentration as the ``quantile`` of
+    ``(1 - Attn_k)^2``; ``None`` skips it, leaving ``nan``). Draws from ``generator`` in problem order."""
     if isinstance(problems, (str, bytes)) or not isinstance(problems, Sequence) or not problems:
         raise TypeError(f"problems must be a non-empty sequence of (probs, n_context) pairs, got {problems!r}")
     if any(not isinstance(p, Sequence) or len(p) != 2 for p in problems):
@@ -305,6 +307,9 @@ def convergence_times(
     if levels.size == 0:
         raise ValueError("eps must hold at least one level")
     n_seeds = checks.positive_int("n_seeds", n_seeds)
+    if quantile is not None and (isinstance(quantile, bool) or not isinstance(quantile, (int, float))
+                                 or not 0 < quantile < 1):
+        raise ValueError(f"quantile must be a number in (0, 1) or None, got {quantile!r}")
     shape = (len(problems), n_seeds, levels.size)
     first, rest, conc = np.full(shape, np.inf), np.full(shape, np.inf), np.full(shape, np.nan)
     for i, (probs, n_context) in enumerate(progress_bar(problems, desc="convergence times", enabled=progress)):
@@ -315,13 +320,101 @@ def convergence_times(
             for j, level in enumerate(levels):
                 t = convergence_steps(hist.steps, hist.records["loss_k"][:, r], level)
                 first[i, r, j], rest[i, r, j] = t[0], t[1:].max()
-                if np.isfinite(t[1:]).all():
+                if quantile is not None and np.isfinite(t[1:]).all():
                     at = np.searchsorted(hist.steps, t[1:])
                     q = [concentration_quantile(torch.as_tensor(hist.records["W"][a, r]), probs, n_context,
-                                                n_samples=n_samples, quantile=0.9, generator=generator)[k + 1]
+                                                n_samples=n_samples, quantile=quantile, generator=generator)[k + 1]
                          for k, a in enumerate(at)]
                     conc[i, r, j] = max(float(v) for v in q)
     return ConvergenceTimes(eps=levels, first=first, rest=rest, concentration=conc)
+
+
+def dominant_times(
+    problems: Sequence[tuple[Tensor, int]],
+    *,
+    eps: Sequence[float],
+    n_seeds: int,
+    steps: int,
+    lr: float,
+    n_samples: int,
+    generator: torch.Generator,
+) -> np.ndarray:
+    """``T_1`` alone, recorded at every step: for every problem ``(probs, n_context)``, ``n_seeds`` count samples
+    run together for ``steps`` steps (a budget: ``T_1`` is far shorter than the rare features' times, which this
+    does not wait for). Returns the first step with ``L_1 <= eps``, shape ``(problems, seeds, len(eps))``
+    (``inf`` where the budget ran out)."""
+    if isinstance(problems, (str, bytes)) or not isinstance(problems, Sequence) or not problems:
+        raise TypeError(f"problems must be a non-empty sequence of (probs, n_context) pairs, got {problems!r}")
+    if isinstance(eps, (str, bytes)) or not isinstance(eps, Sequence) or not eps:
+        raise TypeError(f"eps must be a non-empty sequence of levels, got {eps!r}")
+    levels = [checks.nonnegative_float("eps", e, strict=True) for e in eps]
+    n_seeds = checks.positive_int("n_seeds", n_seeds)
+    out = np.full((len(problems), n_seeds, len(levels)), np.inf)
+    for i, (probs, n_context) in enumerate(problems):
+        probs = checks.probabilities("probs", probs)
+        _, hist = run_gradient_descent(probs.expand(n_seeds, -1), n_context, steps=steps, lr=lr,
+                                       n_samples=n_samples, generator=generator, record_every=1, progress=False)
+        for j, level in enumerate(levels):
+            out[i, :, j] = _first_steps(hist.steps, np.asarray(hist.records["loss_k"])[:, :, 0] <= level)
+    return out
+
+
+def doubling_increments(n_features: Sequence[int], times: np.ndarray) -> np.ndarray:
+    """How ``T`` grows per doubling of ``K``: the last increment ``T(K_max) - T(K_max / 2)`` over the first
+    ``T(2 K_0) - T(K_0)``, per seed, along the chain ``K_0, 2 K_0, 4 K_0, ...`` of ``n_features``. ``times`` has
+    shape ``(len(n_features), seeds)``. A law that saturates gives a ratio well below 1, ``log K`` gives 1, any
+    power of ``K`` more than 1."""
+    ks = [int(k) for k in n_features]
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 2 or times.shape[0] != len(ks):
+        raise ValueError(f"times must have shape (len(n_features), seeds) = ({len(ks)}, S), got {times.shape}")
+    chain = [ks.index(ks[0] * 2**i) for i in range(len(ks)) if ks[0] * 2**i in ks]
+    if len(chain) < 3:
+        raise ValueError(f"n_features must hold at least three doublings of its first value, got {ks}")
+    first, last = times[chain[1]] - times[chain[0]], times[chain[-1]] - times[chain[-2]]
+    if np.any(first <= 0):
+        raise ValueError("the first doubling's increment must be positive for a ratio to mean growth")
+    return last / first
+
+
+@dataclass(frozen=True)
+class CalibratedBound:
+    """The bound on ``T_k`` with constants fitted on the smallest ``K`` (:func:`calibrate_bound`): the constants
+    ``(a, b)``, the bound and ``T_k / bound`` (medians over seeds) at every ``(K, eps)``, and the allowance (the fit's
+    largest relative residual plus the largest relative spread of ``T_k`` over seeds)."""
+
+    a: float
+    b: float
+    bound: np.ndarray
+    ratio: np.ndarray
+    allowance: float
+    n_fit: int
+
+    @property
+    def held_out(self) -> float:
+        """The largest ``T_k / bound`` at the ``K`` the fit did not see."""
+        return float(self.ratio[self.n_fit:].max())
+
+
+def calibrate_bound(times: ConvergenceTimes, n_features: Sequence[int], n_fit: int, lr: float, *,
+                    eps_term_only: bool = False) -> CalibratedBound:
+    """Fit the bound's constants (:func:`fit_bound`) to the median ``T_k`` at the first ``n_fit`` values of
+    ``n_features`` over every level of ``times``, and compare the bound so calibrated with ``T_k`` everywhere."""
+    if not isinstance(times, ConvergenceTimes):
+        raise TypeError(f"times must be ConvergenceTimes, got {type(times).__name__}")
+    ks = np.asarray(n_features, dtype=float)
+    if ks.shape != (times.rest.shape[0],):
+        raise ValueError(f"n_features must give one K per problem of times ({times.rest.shape[0]}), got {ks.shape}")
+    n_fit = checks.positive_int("n_fit", n_fit, minimum=1)
+    if n_fit >= len(ks):
+        raise ValueError(f"n_fit must leave at least one K out of the fit, got {n_fit} of {len(ks)}")
+    kk, ee = np.meshgrid(ks, times.eps, indexing="ij")
+    med = np.median(times.rest, 1)
+    a, b = fit_bound(med[:n_fit], kk[:n_fit], ee[:n_fit], lr, eps_term_only=eps_term_only)
+    t1, t2 = bound_terms(kk, ee, lr)
+    bound = a * t1 + b * t2
+    allowance = np.abs(med[:n_fit] / bound[:n_fit] - 1).max() + (times.rest.max(1) / times.rest.min(1) - 1).max()
+    return CalibratedBound(float(a), float(b), bound, med / bound, float(allowance), n_fit)
 
 
 def empirical_loss(w: Tensor, counts: Tensor, queries: Tensor, coords: Tensor) -> Tensor:
