@@ -279,6 +279,22 @@ class ConvergenceTimes:
     concentration: np.ndarray
 
 
+def _problems_and_levels(problems: object, eps: object) -> tuple[list[tuple[Tensor, int]], np.ndarray]:
+    """``problems`` as checked ``(probs, n_context)`` pairs and ``eps`` as an array of levels, or a TypeError or
+    ValueError naming the argument."""
+    if isinstance(problems, (str, bytes)) or not isinstance(problems, Sequence) or not problems:
+        raise TypeError(f"problems must be a non-empty sequence of (probs, n_context) pairs, got {problems!r}")
+    if any(not isinstance(p, Sequence) or len(p) != 2 for p in problems):
+        raise TypeError("problems must hold (probs, n_context) pairs")
+    problems = [(checks.probabilities("probs", p), checks.positive_int("n_context", n)) for p, n in problems]
+    if isinstance(eps, (str, bytes)) or not isinstance(eps, Sequence):
+        raise TypeError(f"eps must be a sequence of levels, got {eps!r}")
+    levels = np.array([checks.nonnegative_float("eps", e, strict=True) for e in eps])
+    if levels.size == 0:
+        raise ValueError("eps must hold at least one level")
+    return problems, levels
+
+
 def convergence_times(
     problems: Sequence[tuple[Tensor, int]],
     *,
@@ -296,16 +312,7 @@ def convergence_times(
     (:func:`run_gradient_descent`), until every feature reaches the smallest ``eps`` or ``steps`` run out, and
     measure its :class:`ConvergenceTimes` at every level of ``eps`` (the concentration as the ``quantile`` of
     ``(1 - Attn_k)^2``; ``None`` skips it, leaving ``nan``). Draws from ``generator`` in problem order."""
-    if isinstance(problems, (str, bytes)) or not isinstance(problems, Sequence) or not problems:
-        raise TypeError(f"problems must be a non-empty sequence of (probs, n_context) pairs, got {problems!r}")
-    if any(not isinstance(p, Sequence) or len(p) != 2 for p in problems):
-        raise TypeError("problems must hold (probs, n_context) pairs")
-    problems = [(checks.probabilities("probs", p), checks.positive_int("n_context", n)) for p, n in problems]
-    if isinstance(eps, (str, bytes)) or not isinstance(eps, Sequence):
-        raise TypeError(f"eps must be a sequence of levels, got {eps!r}")
-    levels = np.array([checks.nonnegative_float("eps", e, strict=True) for e in eps])
-    if levels.size == 0:
-        raise ValueError("eps must hold at least one level")
+    problems, levels = _problems_and_levels(problems, eps)
     n_seeds = checks.positive_int("n_seeds", n_seeds)
     if quantile is not None and (isinstance(quantile, bool) or not isinstance(quantile, (int, float))
                                  or not 0 < quantile < 1):
@@ -343,15 +350,10 @@ def dominant_times(
     run together for ``steps`` steps (a budget: ``T_1`` is far shorter than the rare features' times, which this
     does not wait for). Returns the first step with ``L_1 <= eps``, shape ``(problems, seeds, len(eps))``
     (``inf`` where the budget ran out)."""
-    if isinstance(problems, (str, bytes)) or not isinstance(problems, Sequence) or not problems:
-        raise TypeError(f"problems must be a non-empty sequence of (probs, n_context) pairs, got {problems!r}")
-    if isinstance(eps, (str, bytes)) or not isinstance(eps, Sequence) or not eps:
-        raise TypeError(f"eps must be a non-empty sequence of levels, got {eps!r}")
-    levels = [checks.nonnegative_float("eps", e, strict=True) for e in eps]
+    problems, levels = _problems_and_levels(problems, eps)
     n_seeds = checks.positive_int("n_seeds", n_seeds)
     out = np.full((len(problems), n_seeds, len(levels)), np.inf)
     for i, (probs, n_context) in enumerate(problems):
-        probs = checks.probabilities("probs", probs)
         _, hist = run_gradient_descent(probs.expand(n_seeds, -1), n_context, steps=steps, lr=lr,
                                        n_samples=n_samples, generator=generator, record_every=1, progress=False)
         for j, level in enumerate(levels):
