@@ -21,19 +21,22 @@ Params = Tensor | dict[str, Tensor]
 
 @dataclass
 class GDHistory:
-    """What :func:`gradient_descent` recorded: the steps, and one array per recorded quantity (steps first)."""
+    """What :func:`gradient_descent` recorded: the steps, and one array per recorded quantity (steps first).
+    ``runs`` is the number of independent runs descended together, whose axis follows the steps' in every record
+    (``None`` for a single run)."""
 
     steps: np.ndarray
     records: dict[str, np.ndarray]
+    runs: int | None = None
 
     def run(self, index: int) -> GDHistory:
-        """The history of run ``index`` of runs descended together (each record's axis after the steps')."""
+        """The history of run ``index`` of the runs descended together."""
+        if self.runs is None:
+            raise ValueError("this history holds a single run (runs=None): there is no run to select")
         if isinstance(index, bool) or not isinstance(index, int):
             raise TypeError(f"index must be an int, got {type(index).__name__}")
-        sizes = {v.shape[1] if v.ndim > 1 else 0 for v in self.records.values()}
-        if len(sizes) != 1 or not -min(sizes) <= index < min(sizes):
-            raise ValueError(f"index must select one of the runs (records of shapes "
-                             f"{[v.shape for v in self.records.values()]}), got {index}")
+        if not -self.runs <= index < self.runs:
+            raise ValueError(f"index must select one of the {self.runs} runs, got {index}")
         return GDHistory(self.steps, {k: v[:, index] for k, v in self.records.items()})
 
 

@@ -143,11 +143,14 @@ def test_the_final_record_and_parameters_are_checked():
 def test_history_run_selects_one_of_the_runs_descended_together():
     from icl_utils.gd import GDHistory
 
-    hist = GDHistory(np.arange(3), {"loss": np.arange(6.0).reshape(3, 2), "w": np.zeros((3, 2, 4))})
+    hist = GDHistory(np.arange(3), {"loss": np.arange(6.0).reshape(3, 2), "w": np.zeros((3, 2, 4))}, runs=2)
     one = hist.run(1)
     np.testing.assert_array_equal(one.records["loss"], [1.0, 3.0, 5.0])
-    assert one.records["w"].shape == (3, 4) and one.steps is hist.steps
+    assert one.records["w"].shape == (3, 4) and one.steps is hist.steps and one.runs is None
     with pytest.raises(ValueError, match="index must select"):
         hist.run(2)
     with pytest.raises(TypeError, match="index must be an int"):
         hist.run(True)
+    # a single run whose records happen to have a second axis is not sliced as if it held runs
+    with pytest.raises(ValueError, match="single run"):
+        GDHistory(np.arange(3), {"loss_k": np.zeros((3, 3))}).run(0)

@@ -151,12 +151,20 @@ def test_doubling_increments_tell_saturation_log_and_power_laws_apart():
     assert sa.doubling_increments(ks, law(np.log))[0] == pytest.approx(1.0)
     assert sa.doubling_increments(ks, law(lambda k: k))[0] == pytest.approx(4.0)  # (32 - 16) / (8 - 4)
     assert sa.doubling_increments(ks, law(lambda k: 100 - 64 / k))[0] == pytest.approx(0.25)
-    with pytest.raises(ValueError, match="three doublings"):
-        sa.doubling_increments([4, 8, 12], law(np.log)[:3])
+    # no growth at all passes as saturation; growth only at the end is unbounded
+    flat_then_up = np.array([[5.0, 5.0], [5.0, 5.0], [5.0, 5.0], [5.0, 5.0], [5.0, 5.0], [5.0, 9.0]])
+    np.testing.assert_array_equal(sa.doubling_increments(ks, flat_then_up), [0.0, np.inf])
+    # the chain stops at the first missing doubling: 4, 8 then no 16 is one doubling, too few
+    with pytest.raises(ValueError, match="two doublings"):
+        sa.doubling_increments([4, 8, 32, 64], np.ones((4, 1)))
     with pytest.raises(ValueError, match="shape"):
         sa.doubling_increments(ks, np.ones(len(ks)))
-    with pytest.raises(ValueError, match="positive"):
-        sa.doubling_increments(ks, law(lambda k: -k))
+    runs = sa.run_gradient_descent(imbalanced_probs(3, 0.5).expand(2, -1), 12, steps=2, lr=1.0, n_samples=8,
+                                   generator=torch.Generator().manual_seed(0), progress=False)[1]
+    assert runs.runs == 2 and runs.run(1).records["loss_k"].shape == (2, 3)
+    with pytest.raises(ValueError, match="stop_on"):
+        sa.run_gradient_descent(imbalanced_probs(3, 0.5), 12, steps=2, lr=1.0, n_samples=8, stop_below=0.1,
+                                stop_on=3, generator=torch.Generator(), progress=False)
 
 
 def test_calibrate_bound_recovers_the_constants_of_times_on_the_bound():

@@ -18,7 +18,7 @@ Only the expectation over the counts is left to Monte Carlo (a fixed sample of c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -109,12 +109,13 @@ def run_gradient_descent(
     generator: torch.Generator,
     record_every: int = 10,
     stop_below: float | None = None,
+    stop_on: int | None = None,
     progress: bool = True,
 ) -> tuple[Tensor, GDHistory]:
     """Gradient descent on ``L(W)`` from ``W = 0`` (``Q = 0``), recording ``W``, every ``L_k`` and the expected
     attention matrix ``E Attn[k, m]``. Returns the final ``W`` and the :class:`~icl_utils.gd.GDHistory`.
-    With ``stop_below``, the descent stops at the first record where every ``L_k`` (of every run) is at most
-    that level; ``steps`` is then a budget.
+    With ``stop_below``, the descent stops at the first record where every ``L_k`` (of every run; only feature
+    ``stop_on`` if given) is at most that level; ``steps`` is then a budget.
 
     ``probs`` of shape ``(R, K)`` runs ``R`` independent problems at once (seeds when the rows repeat, or other
     frequencies), each with its own count sample drawn from ``generator`` in row order and, if ``n_context`` is a
@@ -141,13 +142,17 @@ def run_gradient_descent(
 
     if stop_below is not None:
         stop_below = checks.nonnegative_float("stop_below", stop_below, strict=True)
+    watched = slice(None) if stop_on is None else checks.positive_int("stop_on", stop_on, minimum=0)
+    if stop_on is not None and stop_on >= rows.shape[1]:
+        raise ValueError(f"stop_on must be a feature index below K = {rows.shape[1]}, got {stop_on}")
     init = torch.zeros(*probs.shape[:-1], k, k, dtype=torch.float64, device=counts.device)
-    return gradient_descent(
+    w, hist = gradient_descent(
         lambda w: population_loss(w, counts, probs), init, steps=steps, lr=lr, record=record,
         record_every=record_every, progress=progress,
-        until=None if stop_below is None else (lambda rec: bool((rec["loss_k"] <= stop_below).all())),
+        until=None if stop_below is None else (lambda rec: bool((rec["loss_k"][..., watched] <= stop_below).all())),
         desc=f"GD on softmax attention, K={k}" + (f", {len(rows)} runs" if probs.ndim == 2 else ""),
     )
+    return w, (replace(hist, runs=len(rows)) if probs.ndim == 2 else hist)
 
 
 def _first_steps(steps: np.ndarray, events: np.ndarray) -> np.ndarray:
@@ -347,15 +352,16 @@ def dominant_times(
     generator: torch.Generator,
 ) -> np.ndarray:
     """``T_1`` alone, recorded at every step: for every problem ``(probs, n_context)``, ``n_seeds`` count samples
-    run together for ``steps`` steps (a budget: ``T_1`` is far shorter than the rare features' times, which this
-    does not wait for). Returns the first step with ``L_1 <= eps``, shape ``(problems, seeds, len(eps))``
-    (``inf`` where the budget ran out)."""
+    run together until every seed's ``L_1`` is below the smallest ``eps`` or ``steps`` run out (the rare features'
+    times, far longer in the imbalanced case, are not waited for). Returns the first step with ``L_1 <= eps``,
+    shape ``(problems, seeds, len(eps))`` (``inf`` where the budget ran out)."""
     problems, levels = _problems_and_levels(problems, eps)
     n_seeds = checks.positive_int("n_seeds", n_seeds)
     out = np.full((len(problems), n_seeds, len(levels)), np.inf)
     for i, (probs, n_context) in enumerate(problems):
         _, hist = run_gradient_descent(probs.expand(n_seeds, -1), n_context, steps=steps, lr=lr,
-                                       n_samples=n_samples, generator=generator, record_every=1, progress=False)
+                                       n_samples=n_samples, generator=generator, record_every=1,
+                                       stop_below=levels.min(), stop_on=0, progress=False)
         for j, level in enumerate(levels):
             out[i, :, j] = _first_steps(hist.steps, np.asarray(hist.records["loss_k"])[:, :, 0] <= level)
     return out
@@ -363,27 +369,30 @@ def dominant_times(
 
 def doubling_increments(n_features: Sequence[int], times: np.ndarray) -> np.ndarray:
     """How ``T`` grows per doubling of ``K``: the last increment ``T(K_max) - T(K_max / 2)`` over the first
-    ``T(2 K_0) - T(K_0)``, per seed, along the chain ``K_0, 2 K_0, 4 K_0, ...`` of ``n_features``. ``times`` has
-    shape ``(len(n_features), seeds)``. A law that saturates gives a ratio well below 1, ``log K`` gives 1, any
-    power of ``K`` more than 1."""
+    ``T(2 K_0) - T(K_0)``, per seed, along the unbroken chain ``K_0, 2 K_0, 4 K_0, ...`` of ``n_features``. ``times``
+    has shape ``(len(n_features), seeds)``. A law that saturates gives a ratio well below 1, ``log K`` gives 1, any
+    power of ``K`` more than 1; a seed whose first increment is not positive gives 0 if its last is not either (no
+    growth), else ``inf``."""
     ks = [int(k) for k in n_features]
     times = np.asarray(times, dtype=float)
     if times.ndim != 2 or times.shape[0] != len(ks):
         raise ValueError(f"times must have shape (len(n_features), seeds) = ({len(ks)}, S), got {times.shape}")
-    chain = [ks.index(ks[0] * 2**i) for i in range(len(ks)) if ks[0] * 2**i in ks]
+    chain = [0]
+    while ks[0] * 2 ** len(chain) in ks:
+        chain.append(ks.index(ks[0] * 2 ** len(chain)))
     if len(chain) < 3:
-        raise ValueError(f"n_features must hold at least three doublings of its first value, got {ks}")
+        raise ValueError(f"n_features must hold at least two doublings of its first value in a row, got {ks}")
     first, last = times[chain[1]] - times[chain[0]], times[chain[-1]] - times[chain[-2]]
-    if np.any(first <= 0):
-        raise ValueError("the first doubling's increment must be positive for a ratio to mean growth")
-    return last / first
+    grown = first > 0
+    return np.where(grown, last / np.where(grown, first, 1.0), np.where(last > 0, np.inf, 0.0))
 
 
 @dataclass(frozen=True)
 class CalibratedBound:
     """The bound on ``T_k`` with constants fitted on the smallest ``K`` (:func:`calibrate_bound`): the constants
-    ``(a, b)``, the bound and ``T_k / bound`` (medians over seeds) at every ``(K, eps)``, and the allowance (the fit's
-    largest relative residual plus the largest relative spread of ``T_k`` over seeds)."""
+    ``(a, b)``, the bound and ``T_k / bound`` (medians over seeds) at every ``(K, eps)``, and the allowance: the fit's
+    largest relative residual on the ``K`` it saw plus the largest relative spread of ``T_k`` over seeds at any
+    ``(K, eps)``, both measured in the run."""
 
     a: float
     b: float
