@@ -41,6 +41,8 @@ class LedgerError(AssertionError):
 def _number(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    if getattr(value, "ndim", 0) != 0:  # an array or tensor of one element still is not a number
+        raise TypeError(f"{name} must be a single number, got an array of shape {tuple(value.shape)}")
     value = float(value)
     if math.isnan(value):
         raise ValueError(f"{name} must not be NaN (a NaN passes no check and fails none)")
@@ -66,7 +68,7 @@ class Check:
     note: str = ""
 
     def __post_init__(self):
-        if self.relation not in RELATIONS:
+        if not isinstance(self.relation, str) or self.relation not in RELATIONS:
             raise ValueError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
         object.__setattr__(self, "bound", _number("bound", self.bound))
         if self.origin not in ORIGINS:
@@ -128,9 +130,12 @@ class Claim:
             if not isinstance(self.interval, Sequence) or len(self.interval) != 2:
                 raise TypeError("interval must be a (low, high) pair or None")
             lo, hi = (_number("interval", v) for v in self.interval)
-            if lo > hi:
-                raise ValueError(f"interval must have low <= high, got ({lo}, {hi})")
+            if not lo <= self.value <= hi:
+                raise ValueError(f"interval must hold the value {self.value} (low <= value <= high), got ({lo}, {hi})")
             object.__setattr__(self, "interval", (lo, hi))
+        names = [c.name for c in controls]
+        if len(set(names)) < len(names):
+            raise ValueError(f"controls must have distinct names, got {names}")
         for name in ("interval_note", "figure", "reason"):
             _text(name, getattr(self, name), empty=True)
 
@@ -182,8 +187,13 @@ class Ledger:
 
     def __post_init__(self):
         _text("chapter", self.chapter)
-        if "/" in self.chapter or self.chapter.endswith((".md", ".json")):
+        if not all(ch.isalnum() or ch in "_-" for ch in self.chapter):
             raise ValueError(f"chapter must be the notebook's name without folder or suffix, got {self.chapter!r}")
+        if isinstance(self.claims, (str, bytes)) or not isinstance(self.claims, Iterable):
+            raise TypeError(f"claims must be a sequence of Claim, got {type(self.claims).__name__}")
+        given, self.claims = list(self.claims), []
+        for claim in given:
+            self.add(claim)
 
     def add(self, claim: Claim) -> Claim:
         if not isinstance(claim, Claim):
@@ -223,16 +233,20 @@ class Ledger:
         return "; ".join(parts) + "."
 
     def record(self) -> dict:
-        return {"chapter": self.chapter, **run_facts(), "counts": self.counts(),
-                "claims": [c.as_dict() for c in self.claims]}
+        """What :meth:`write` saves: the run's facts, the counts, the problems :meth:`verify` would raise on, and
+        every claim (infinities as the strings ``"inf"`` and ``"-inf"``, so that any JSON reader reads it)."""
+        return _finite_json({"chapter": self.chapter, **run_facts(), "counts": self.counts(),
+                             "problems": [p for c in self.claims for p in c.problems()],
+                             "claims": [c.as_dict() for c in self.claims]})
 
     def write(self, folder: str | os.PathLike | None = None) -> Path:
-        """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically."""
+        """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically. Write
+        before :meth:`verify`: a ledger that fails is then on record as failing, not left as an older run."""
         folder = claims_dir() if folder is None else Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.chapter}.json"
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.record(), indent=1))
+        tmp.write_text(json.dumps(self.record(), indent=1, allow_nan=False))
         os.replace(tmp, path)
         return path
 
@@ -243,10 +257,21 @@ class Ledger:
     _repr_markdown_ = table
 
 
+def _finite_json(value: object) -> object:
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if isinstance(value, dict):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value
+
+
 def claims_dir() -> Path:
-    """``ICL_CLAIMS_DIR`` if set, else ``_build/claims`` at the repository's root."""
+    """``ICL_CLAIMS_DIR`` if set (a relative path is taken from the repository's root, wherever a notebook's kernel
+    runs), else ``_build/claims`` there."""
     value = os.environ.get("ICL_CLAIMS_DIR", "").strip()
-    return Path(value) if value else ROOT / "_build" / "claims"
+    return ROOT / value if value else ROOT / "_build" / "claims"
 
 
 def run_facts() -> dict:
@@ -260,7 +285,8 @@ def run_facts() -> dict:
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
-def _fmt(x: float) -> str:
+def _fmt(x: float | str) -> str:
+    x = float(x)  # JSON holds infinities as "inf"
     if math.isinf(x):
         return "∞" if x > 0 else "-∞"
     return f"{x:.3g}" if abs(x) < 1e4 else f"{x:.0f}"
@@ -306,6 +332,8 @@ def overview(chapters: Sequence[str], ledgers: dict[str, dict]) -> str:
     """Two markdown tables: one row per claim of every chapter in ``chapters`` (notebook names, in order), a chapter
     without a ledger as one row "not yet migrated"; then the run each ledger comes from (mode, device, commit,
     date)."""
+    if isinstance(chapters, (str, bytes)) or not isinstance(chapters, Sequence):
+        raise TypeError(f"chapters must be a sequence of notebook names, got {type(chapters).__name__}")
     rows = ["| chapter | claim | measured | check | status |", "| --- | --- | --- | --- | --- |"]
     runs = ["| chapter | mode | device | commit | date |", "| --- | --- | --- | --- | --- |"]
     for chapter in chapters:
@@ -315,6 +343,8 @@ def overview(chapters: Sequence[str], ledgers: dict[str, dict]) -> str:
             rows.append(f"| {link} | not yet migrated to a ledger | | | |")
             continue
         runs.append(f"| {link} | {record['mode']} | {record['device']} | {record['commit']} | {record['date']} |")
+        if record.get("problems"):
+            rows.append(f"| {link} | **the ledger fails**: {_cell('; '.join(record['problems']))} | | | |")
         for d in record["claims"]:
             status = d["status"] + (f": {d['reason']}" if d.get("reason") else "")
             rows.append("| " + " | ".join(_cell(s) for s in (

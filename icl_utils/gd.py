@@ -6,6 +6,8 @@ step size, so that no caller flattens parameters into one vector by hand.
 
 from __future__ import annotations
 
+import numbers
+
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -29,12 +31,20 @@ class GDHistory:
     records: dict[str, np.ndarray]
     runs: int | None = None
 
+    def __post_init__(self):
+        if self.runs is not None:
+            self.runs = checks.positive_int("runs", self.runs)
+            bad = {k: v.shape for k, v in self.records.items() if v.ndim < 2 or v.shape[1] != self.runs}
+            if bad:
+                raise ValueError(f"runs={self.runs} must be the length of every record's second axis, got {bad}")
+
     def run(self, index: int) -> GDHistory:
         """The history of run ``index`` of the runs descended together."""
         if self.runs is None:
             raise ValueError("this history holds a single run (runs=None): there is no run to select")
-        if isinstance(index, bool) or not isinstance(index, int):
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
             raise TypeError(f"index must be an int, got {type(index).__name__}")
+        index = int(index)
         if not -self.runs <= index < self.runs:
             raise ValueError(f"index must select one of the {self.runs} runs, got {index}")
         return GDHistory(self.steps, {k: v[:, index] for k, v in self.records.items()})

@@ -141,9 +141,11 @@ def fit_slope(ns: Sequence[float], risks: Sequence[float]) -> float:
 def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
     """:func:`fit_slope` of every column of ``ys`` (shape ``(len(xs), S)``, one column per seed): the spread of an
     exponent over seeds."""
+    if isinstance(xs, (str, bytes)) or not isinstance(xs, (Sequence, np.ndarray)):
+        raise TypeError(f"xs must be a sequence of numbers, got {type(xs).__name__}")
     ys = np.asarray(ys, dtype=float)
-    if ys.ndim != 2 or ys.shape[0] != len(xs):
-        raise ValueError(f"ys must have shape (len(xs), S) = ({len(xs)}, S), got {ys.shape}")
+    if ys.ndim != 2 or ys.shape[0] != len(xs) or ys.shape[1] == 0:
+        raise ValueError(f"ys must have shape (len(xs), S) = ({len(xs)}, S) with S >= 1, got {ys.shape}")
     return np.array([fit_slope(xs, ys[:, r]) for r in range(ys.shape[1])])
 
 

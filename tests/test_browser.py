@@ -44,8 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("ICL_BUILD_DIR") or ROOT / "_build")
 HTML = BUILD / "html"
 SCREENSHOTS = BUILD / "screenshots"
-#: The chapters migrated by the claims ledger: they read like the paper, prose and figures with little code shown.
-MIGRATED = {"05_softmax_stagewise"}
+#: The chapters migrated to a claims ledger (the rule the "What reproduces" page uses): they read like the paper,
+#: prose and figures with little code shown.
+MIGRATED = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md") if "Ledger(" in p.read_text()}
 #: The most of a migrated chapter's height its shown code may take (the claims ledger: the paper, not a notebook).
 MAX_CODE_SHARE = 0.20
 #: The most lines the median shown code cell that draws no figure may have in a migrated chapter (the claims ledger:

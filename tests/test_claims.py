@@ -3,6 +3,7 @@
 import json
 import math
 
+import numpy as np
 import pytest
 
 from icl_utils.claims import Check, Claim, Control, Ledger, LedgerError, load, overview, table
@@ -62,7 +63,10 @@ def test_every_problem_is_listed_at_once():
     (dict(status="holds"), ValueError, "status must be one of"),
     (dict(controls=Control("c", 1.0)), TypeError, "controls must be a sequence"),
     (dict(controls=("c",)), TypeError, "controls must be a sequence of Control"),
-    (dict(interval=(1.0, 0.0)), ValueError, "low <= high"),
+    (dict(interval=(1.0, 0.0)), ValueError, "must hold the value"),
+    (dict(interval=(2.0, 3.0)), ValueError, "must hold the value"),
+    (dict(value=np.array([0.1, 0.2])), TypeError, "single number"),
+    (dict(controls=(Control("c", 0.0), Control("c", 1.0))), ValueError, "distinct names"),
     (dict(statement=""), ValueError, "statement must not be empty"),
 ])
 def test_bad_claims_are_named(kw, error, match):
@@ -75,6 +79,7 @@ def test_bad_claims_are_named(kw, error, match):
     (("<", 1.0, "chosen after the run"), ValueError, "origin must be one of"),
     (("<", float("nan"), "closed form"), ValueError, "bound must not be NaN"),
     (("<", None, "closed form"), TypeError, "bound must be a real number"),
+    ((["<"], 1.0, "closed form"), ValueError, "relation must be one of"),
 ])
 def test_bad_checks_are_named(args, error, match):
     with pytest.raises(error, match=match):
@@ -89,6 +94,14 @@ def test_a_ledger_refuses_duplicates_and_bad_names():
         Ledger("notebooks/00_x.md")
     with pytest.raises(LedgerError, match="holds no claim"):
         Ledger("00_x").verify()
+    with pytest.raises(ValueError, match="already holds"):  # the constructor adds through add()
+        Ledger("00_x", [claim(), claim()])
+    with pytest.raises(TypeError, match="claim must be a Claim"):
+        Ledger("00_x", ["rate"])
+    with pytest.raises(TypeError, match="claims must be a sequence"):
+        Ledger("00_x", None)
+    with pytest.raises(ValueError, match="chapter must be"):
+        Ledger("..")
 
 
 def test_json_round_trip_and_tables(tmp_path, monkeypatch):
@@ -114,3 +127,13 @@ def test_json_round_trip_and_tables(tmp_path, monkeypatch):
 def test_infinite_values_are_checked_and_shown():
     c = claim(value=-math.inf)
     assert c.holds and "-∞" in table([c])
+
+
+def test_a_failing_ledger_is_written_as_failing_with_infinities_as_strings(tmp_path):
+    ledger = Ledger("05_z", [claim(value=-math.inf), claim(id="bad", value=0.0)])
+    record = json.loads(ledger.write(tmp_path).read_text())  # strict JSON: no Infinity
+    assert record["claims"][0]["value"] == "-inf" and len(record["problems"]) == 1
+    assert "fails its check" in record["problems"][0]
+    assert "the ledger fails" in overview(["05_z"], load(tmp_path))
+    with pytest.raises(TypeError, match="chapters must be a sequence"):
+        overview("05_z", {})

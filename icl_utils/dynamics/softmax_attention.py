@@ -142,6 +142,8 @@ def run_gradient_descent(
 
     if stop_below is not None:
         stop_below = checks.nonnegative_float("stop_below", stop_below, strict=True)
+    if stop_on is not None and stop_below is None:
+        raise ValueError("stop_on names the feature stop_below watches: give stop_below too")
     watched = slice(None) if stop_on is None else checks.positive_int("stop_on", stop_on, minimum=0)
     if stop_on is not None and stop_on >= rows.shape[1]:
         raise ValueError(f"stop_on must be a feature index below K = {rows.shape[1]}, got {stop_on}")
@@ -295,8 +297,8 @@ def _problems_and_levels(problems: object, eps: object) -> tuple[list[tuple[Tens
     if isinstance(eps, (str, bytes)) or not isinstance(eps, Sequence):
         raise TypeError(f"eps must be a sequence of levels, got {eps!r}")
     levels = np.array([checks.nonnegative_float("eps", e, strict=True) for e in eps])
-    if levels.size == 0:
-        raise ValueError("eps must hold at least one level")
+    if levels.size == 0 or np.any(levels >= 1):
+        raise ValueError(f"eps must hold at least one level, each in (0, 1), got {list(eps)}")
     return problems, levels
 
 
@@ -373,10 +375,12 @@ def doubling_increments(n_features: Sequence[int], times: np.ndarray) -> np.ndar
     has shape ``(len(n_features), seeds)``. A law that saturates gives a ratio well below 1, ``log K`` gives 1, any
     power of ``K`` more than 1; a seed whose first increment is not positive gives 0 if its last is not either (no
     growth), else ``inf``."""
-    ks = [int(k) for k in n_features]
+    ks = _increasing_ks(n_features)
     times = np.asarray(times, dtype=float)
     if times.ndim != 2 or times.shape[0] != len(ks):
         raise ValueError(f"times must have shape (len(n_features), seeds) = ({len(ks)}, S), got {times.shape}")
+    if not np.isfinite(times).all():  # inf - inf would read as "no growth"
+        raise ValueError("times must be finite: a run that never converged has no increment (raise its budget)")
     chain = [0]
     while ks[0] * 2 ** len(chain) in ks:
         chain.append(ks.index(ks[0] * 2 ** len(chain)))
@@ -385,6 +389,16 @@ def doubling_increments(n_features: Sequence[int], times: np.ndarray) -> np.ndar
     first, last = times[chain[1]] - times[chain[0]], times[chain[-1]] - times[chain[-2]]
     grown = first > 0
     return np.where(grown, last / np.where(grown, first, 1.0), np.where(last > 0, np.inf, 0.0))
+
+
+def _increasing_ks(n_features: object) -> list[int]:
+    """``n_features`` as a list of strictly increasing integers of at least 1, or an error naming it."""
+    if isinstance(n_features, (str, bytes)) or not isinstance(n_features, (Sequence, np.ndarray)):
+        raise TypeError(f"n_features must be a sequence of ints, got {type(n_features).__name__}")
+    ks = [checks.positive_int("n_features", int(k) if isinstance(k, np.integer) else k) for k in n_features]
+    if any(b <= a for a, b in zip(ks, ks[1:])):
+        raise ValueError(f"n_features must be strictly increasing, got {ks}")
+    return ks
 
 
 @dataclass(frozen=True)
@@ -413,9 +427,11 @@ def calibrate_bound(times: ConvergenceTimes, n_features: Sequence[int], n_fit: i
     ``n_features`` over every level of ``times``, and compare the bound so calibrated with ``T_k`` everywhere."""
     if not isinstance(times, ConvergenceTimes):
         raise TypeError(f"times must be ConvergenceTimes, got {type(times).__name__}")
-    ks = np.asarray(n_features, dtype=float)
+    ks = np.asarray(_increasing_ks(n_features), dtype=float)
     if ks.shape != (times.rest.shape[0],):
         raise ValueError(f"n_features must give one K per problem of times ({times.rest.shape[0]}), got {ks.shape}")
+    if not np.isfinite(times.rest).all():  # an infinite T_k would make the allowance infinite
+        raise ValueError("times.rest must be finite: some run never converged (raise its budget)")
     n_fit = checks.positive_int("n_fit", n_fit, minimum=1)
     if n_fit >= len(ks):
         raise ValueError(f"n_fit must leave at least one K out of the fit, got {n_fit} of {len(ks)}")
