@@ -126,23 +126,23 @@ def test_run_gradient_descent_is_gradient_descent_on_the_population_loss():
     assert torch.equal(direct, w)
 
 
-def test_dominant_times_are_the_first_feature_crossings_of_the_same_descent():
+def test_first_only_times_are_the_first_feature_crossings_of_the_same_descent():
     probs = imbalanced_probs(4, 0.5)
     levels = (0.04, 0.01)
-    got = sa.dominant_times([(probs, 24)], eps=levels, n_seeds=2, steps=80, lr=1.0, n_samples=64,
-                            generator=torch.Generator().manual_seed(3))
+    kw = dict(eps=levels, n_seeds=2, lr=1.0, n_samples=64, record_every=1, progress=False)
+    got = sa.convergence_times([(probs, 24)], steps=80, first_only=True,
+                               generator=torch.Generator().manual_seed(3), **kw)
     _, hist = sa.run_gradient_descent(probs.expand(2, -1), 24, steps=80, lr=1.0, n_samples=64,
                                       generator=torch.Generator().manual_seed(3), record_every=1, progress=False)
     for r in range(2):
         for j, level in enumerate(levels):
-            assert got[0, r, j] == sa.convergence_steps(hist.steps, hist.records["loss_k"][:, r], level)[0]
-    assert np.isfinite(got).all() and np.all(got[..., 0] < got[..., 1])
-    short = sa.dominant_times([(probs, 24)], eps=(0.01,), n_seeds=1, steps=3, lr=1.0, n_samples=64,
-                              generator=torch.Generator().manual_seed(3))
-    assert short.shape == (1, 1, 1) and np.isinf(short).all()  # the budget ran out
-    with pytest.raises(TypeError, match="eps must be"):
-        sa.dominant_times([(probs, 24)], eps=0.01, n_seeds=1, steps=3, lr=1.0, n_samples=8,
-                          generator=torch.Generator())
+            assert got.first[0, r, j] == sa.convergence_steps(hist.steps, hist.records["loss_k"][:, r], level)[0]
+    assert np.isfinite(got.first).all() and np.all(got.first[..., 0] < got.first[..., 1])
+    assert np.isinf(got.rest).all() and np.isnan(got.concentration).all()  # the rare features are not waited for
+    short = sa.convergence_times([(probs, 24)], steps=3, first_only=True, generator=torch.Generator(), **kw)
+    assert np.isinf(short.first).all()  # the budget ran out
+    with pytest.raises(TypeError, match="first_only"):
+        sa.convergence_times([(probs, 24)], steps=3, first_only="yes", generator=torch.Generator(), **kw)
 
 
 def test_doubling_increments_tell_saturation_log_and_power_laws_apart():

@@ -313,14 +313,19 @@ def convergence_times(
     generator: torch.Generator,
     record_every: int = 5,
     quantile: float | None = 0.9,
+    first_only: bool = False,
     progress: bool = True,
 ) -> ConvergenceTimes:
     """Run every problem ``(probs, n_context)`` of ``problems`` with ``n_seeds`` count samples at once
     (:func:`run_gradient_descent`), until every feature reaches the smallest ``eps`` or ``steps`` run out, and
     measure its :class:`ConvergenceTimes` at every level of ``eps`` (the concentration as the ``quantile`` of
-    ``(1 - Attn_k)^2``; ``None`` skips it, leaving ``nan``). Draws from ``generator`` in problem order."""
+    ``(1 - Attn_k)^2``; ``None`` skips it, leaving ``nan``). Draws from ``generator`` in problem order.
+
+    ``first_only`` measures ``T_1`` alone: every run stops once ``L_1`` is below the smallest ``eps`` (the rare
+    features, far slower in the imbalanced case, are not waited for), and ``rest`` is left ``inf``."""
     problems, levels = _problems_and_levels(problems, eps)
     n_seeds = checks.positive_int("n_seeds", n_seeds)
+    first_only = checks.boolean("first_only", first_only)
     if quantile is not None and (isinstance(quantile, bool) or not isinstance(quantile, (int, float))
                                  or not 0 < quantile < 1):
         raise ValueError(f"quantile must be a number in (0, 1) or None, got {quantile!r}")
@@ -329,11 +334,15 @@ def convergence_times(
     for i, (probs, n_context) in enumerate(progress_bar(problems, desc="convergence times", enabled=progress)):
         _, hist = run_gradient_descent(probs.expand(n_seeds, -1), n_context, steps=steps, lr=lr,
                                        n_samples=n_samples, generator=generator, record_every=record_every,
-                                       stop_below=levels.min(), progress=False)
+                                       stop_below=levels.min(), stop_on=0 if first_only else None,
+                                       progress=False)
         for r in range(n_seeds):
             for j, level in enumerate(levels):
                 t = convergence_steps(hist.steps, hist.records["loss_k"][:, r], level)
-                first[i, r, j], rest[i, r, j] = t[0], t[1:].max()
+                first[i, r, j] = t[0]
+                if first_only:
+                    continue
+                rest[i, r, j] = t[1:].max()
                 if quantile is not None and np.isfinite(t[1:]).all():
                     at = np.searchsorted(hist.steps, t[1:])
                     q = [concentration_quantile(torch.as_tensor(hist.records["W"][a, r]), probs, n_context,
@@ -341,32 +350,6 @@ def convergence_times(
                          for k, a in enumerate(at)]
                     conc[i, r, j] = max(float(v) for v in q)
     return ConvergenceTimes(eps=levels, first=first, rest=rest, concentration=conc)
-
-
-def dominant_times(
-    problems: Sequence[tuple[Tensor, int]],
-    *,
-    eps: Sequence[float],
-    n_seeds: int,
-    steps: int,
-    lr: float,
-    n_samples: int,
-    generator: torch.Generator,
-) -> np.ndarray:
-    """``T_1`` alone, recorded at every step: for every problem ``(probs, n_context)``, ``n_seeds`` count samples
-    run together until every seed's ``L_1`` is below the smallest ``eps`` or ``steps`` run out (the rare features'
-    times, far longer in the imbalanced case, are not waited for). Returns the first step with ``L_1 <= eps``,
-    shape ``(problems, seeds, len(eps))`` (``inf`` where the budget ran out)."""
-    problems, levels = _problems_and_levels(problems, eps)
-    n_seeds = checks.positive_int("n_seeds", n_seeds)
-    out = np.full((len(problems), n_seeds, len(levels)), np.inf)
-    for i, (probs, n_context) in enumerate(problems):
-        _, hist = run_gradient_descent(probs.expand(n_seeds, -1), n_context, steps=steps, lr=lr,
-                                       n_samples=n_samples, generator=generator, record_every=1,
-                                       stop_below=levels.min(), stop_on=0, progress=False)
-        for j, level in enumerate(levels):
-            out[i, :, j] = _first_steps(hist.steps, np.asarray(hist.records["loss_k"])[:, :, 0] <= level)
-    return out
 
 
 def doubling_increments(n_features: Sequence[int], times: np.ndarray) -> np.ndarray:
