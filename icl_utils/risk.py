@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from icl_utils import checks, config
+from icl_utils.estimators import ridge
 from icl_utils.exact import attention_risk
 from icl_utils.models.base import evaluating
 from icl_utils.models.feature_attention import AttentionOnFeatures, fit_gamma
@@ -87,6 +88,30 @@ def mean_and_band(errors: Tensor, z: float = 1.96) -> tuple[Tensor, Tensor]:
     z = checks.nonnegative_float("z", z, strict=True)
     errors = checks.finite("errors", errors.double().cpu())
     return errors.mean(0), z * errors.std(0) / math.sqrt(errors.shape[0])
+
+
+@torch.no_grad()
+def effective_ridge(curve: object, prompt: Prompt, lams: Sequence[float]) -> tuple[float, float]:
+    """The penalty ``lam`` in ``lams`` whose ridge regression, on the same ``prompt``, has the mean error curve
+    closest to ``curve`` (``n + 1`` values, one per prefix length, as :func:`prefix_errors` averages them), and
+    that closest distance (root mean square over the prefixes).
+
+    A learner between least squares (``lam -> 0``) and predicting zero (``lam -> inf``) is placed on that scale:
+    chapter 0 reads off how far short of least squares a briefly trained transformer is.
+    """
+    prompt = checks.prompt(prompt)
+    curve = checks.finite("curve", checks.as_float64("curve", curve).cpu())
+    if curve.shape != (prompt.n_context + 1,):
+        raise ValueError(f"curve must hold one mean error per prefix length, shape ({prompt.n_context + 1},), got "
+                         f"{tuple(curve.shape)}")
+    lams = [checks.nonnegative_float(f"lams[{i}]", lam, strict=True)
+            for i, lam in enumerate(checks.sequence("lams", lams))]
+    if not lams:
+        raise ValueError("lams must hold at least one penalty")
+    distances = [float((prefix_errors(lambda p, lam=lam: ridge(p, lam=lam), prompt).double().mean(0).cpu()
+                        - curve).square().mean().sqrt()) for lam in lams]
+    best = int(np.argmin(distances))
+    return lams[best], distances[best]
 
 
 @torch.no_grad()

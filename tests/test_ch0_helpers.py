@@ -68,3 +68,28 @@ def test_error_per_dimension_checks_logy():
     with pytest.raises(TypeError, match="logy"):
         plot_error_per_dimension({"Bayes": torch.ones(4, 6)}, dim=2, noise_var=0.0, logy="yes")
     plt.close("all")
+
+
+def test_effective_ridge_finds_the_penalty_of_a_ridge_curve_and_least_squares_at_the_bottom():
+    from icl_utils import estimators as est
+    from icl_utils.risk import effective_ridge, prefix_errors
+    from icl_utils.tasks import LinearRegression
+
+    prompt = LinearRegression(dim=4).sample(512, 8, torch.Generator().manual_seed(3))
+    lams = [0.01, 0.1, 0.3, 1.0, 3.0]
+    curve = prefix_errors(lambda p: est.ridge(p, lam=0.3), prompt).double().mean(0)
+    assert effective_ridge(curve, prompt, lams) == (0.3, 0.0)
+    lsq = prefix_errors(est.least_squares, prompt).double().mean(0)
+    lam, distance = effective_ridge(lsq, prompt, lams)
+    assert lam == 0.01 and 0 < distance < 0.1
+    # predicting zero is ridge with an infinite penalty: the largest on the grid
+    zero = prefix_errors(lambda p: torch.zeros(p.x_query.shape[0]), prompt).double().mean(0)
+    assert effective_ridge(zero, prompt, lams)[0] == 3.0
+    with pytest.raises(ValueError, match="curve"):
+        effective_ridge(curve[:-1], prompt, lams)
+    with pytest.raises(ValueError, match=r"lams\[1\]"):
+        effective_ridge(curve, prompt, [0.1, 0.0])
+    with pytest.raises(ValueError, match="lams"):
+        effective_ridge(curve, prompt, [])
+    with pytest.raises(ValueError, match="curve"):
+        effective_ridge(curve * float("nan"), prompt, lams)

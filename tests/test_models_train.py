@@ -10,7 +10,8 @@ from icl_utils.prompts import Prompt
 from icl_utils.risk import mean_and_band, model_errors
 from icl_utils.tasks import LinearRegression
 from icl_utils.tasks.single_index import SingleIndexTasks
-from icl_utils.train import Curriculum, TrainConfig, TrainHistory, train, train_ensemble
+from icl_utils.config import make_generator
+from icl_utils.train import Curriculum, TrainConfig, TrainHistory, train, train_ensemble, train_parallel
 
 
 def small_model(d=3, n_context=7, **kw):
@@ -488,3 +489,59 @@ def test_predict_runs_in_eval_mode_and_restores_training(gen):
     ltb = LTB(2).train()
     ltb.predict(p)
     assert ltb.training
+
+
+def _small_gpts(count):
+    torch.manual_seed(0)
+    return [ICLTransformer(GPTConfig(n_dims=3, n_context=4, n_embd=16, n_layer=1, n_head=2)) for _ in range(count)]
+
+
+def test_parallel_training_equals_one_run_after_another_bitwise():
+    """Processes or not, model i's run is train(model, task_i, config) on one thread with prompts seeded seeds[i]."""
+    config = TrainConfig(steps=20, batch_size=8, n_context=4, lr=1e-2)
+    tasks = [LinearRegression(dim=3), LinearRegression(dim=3, noise_std=0.5), LinearRegression(dim=3)]
+    parallel, here, alone = _small_gpts(3), _small_gpts(3), _small_gpts(3)
+    hp = train_parallel(parallel, tasks, config, seeds=[5, 6, 7], workers=2, progress=False)
+    hh = train_parallel(here, tasks, config, seeds=[5, 6, 7], workers=1, progress=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ha = [train(m, t, config, generator=make_generator(s, "cpu"), progress=False)
+              for m, t, s in zip(alone, tasks, [5, 6, 7])]
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.get_num_threads() == threads  # the runs here restore the thread count
+    for a, b, c in zip(parallel, here, alone):
+        assert not a.training
+        for p, q, r in zip(a.parameters(), b.parameters(), c.parameters()):
+            assert torch.equal(p, q) and torch.equal(p, r)
+    for x, y, z in zip(hp, hh, ha):
+        np.testing.assert_array_equal(x.losses, y.losses)
+        np.testing.assert_array_equal(x.losses, z.losses)
+    assert not torch.equal(next(parallel[0].parameters()), next(parallel[2].parameters()))  # seeds differ
+
+
+def test_parallel_training_reports_a_failed_run():
+    config = TrainConfig(steps=30, batch_size=8, n_context=4, lr=1e6)
+    with pytest.raises(FloatingPointError):
+        train_parallel(_small_gpts(2), LinearRegression(dim=3), config, seeds=[1, 2], workers=2, progress=False)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(seeds=[1]), ValueError, "one seed per model"),
+        (dict(seeds=[1, -2]), ValueError, r"seeds\[1\]"),
+        (dict(seeds=[1, 2.0]), TypeError, r"seeds\[1\]"),
+        (dict(seeds=[1, 2], workers=0), ValueError, "workers"),
+        (dict(seeds=[1, 2], task=[LinearRegression(dim=3)] * 3), ValueError, "one per model"),
+        (dict(seeds=[1, 2], task="linear"), TypeError, r"task\[0\]"),
+        (dict(seeds=[1, 2], models=[]), TypeError, "models"),
+        (dict(seeds=[1, 2], config=dict(steps=1)), TypeError, "config"),
+    ],
+)
+def test_parallel_training_rejects_bad_arguments(kwargs, error, match):
+    args = dict(models=_small_gpts(2), task=LinearRegression(dim=3),
+                config=TrainConfig(steps=2, batch_size=4, n_context=4)) | kwargs
+    with pytest.raises(error, match=match):
+        train_parallel(args.pop("models"), args.pop("task"), args.pop("config"), progress=False, **args)
