@@ -27,6 +27,7 @@ COLORS = {
     "One-step GD": "#edae49",
     "Averaging": "#66a182",
     "3-nearest neighbours": "#8d6a9f",
+    "Ridge, fixed λ = 1": "#2a9d8f",
 }
 #: Colours for series that are not a named method (several d, several r, ...), in order.
 PALETTE = ("#1b4f9c", "#2a9d8f", "#d1495b", "#e9a03b", "#8d6a9f", "#66a182")

@@ -409,7 +409,8 @@ def _train_one_thread(model: nn.Module, task: TaskFamily, config: TrainConfig, s
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        history = train(model, task, config, generator=make_generator(seed, "cpu"), progress=False)
+        device = next(model.parameters()).device
+        history = train(model, task, config, generator=make_generator(seed, device), progress=False)
     finally:
         torch.set_num_threads(threads)
     return model.state_dict(), history
@@ -429,15 +430,15 @@ def train_parallel(
     progress: bool = True,
     desc: str = "training",
 ) -> list[TrainHistory]:
-    """Train ``S`` CPU models as :func:`train` trains one, each in its own process on one thread, and return their
-    histories; the models are updated in place and left in eval mode.
+    """Train ``S`` models as :func:`train` trains one, on the CPU each in its own process on one thread, and
+    return their histories; the models are updated in place and left in eval mode.
 
     Why: a small model does not keep two cores busy (chapter 0's GPT takes as long per step on one thread as on
     two), and :func:`train_ensemble`'s ``vmap`` costs more than it saves for GPTs on the CPU, so on ``P`` cores
     ``S`` runs take about ``S / P`` the time of one after another. Model ``i`` trains on ``task`` (or ``task[i]``)
     with prompts from a generator seeded ``seeds[i]`` and on one thread wherever it runs, so its result does not
-    depend on ``workers`` (default: the cores, at most ``S``; 1 trains here, one after another, as on a system
-    without ``fork``).
+    depend on ``workers`` (default: the cores, at most ``S``; 1 trains here, one after another, as on a GPU and on a
+    system without ``fork``).
     """
     models = list(models) if isinstance(models, (list, tuple)) else models
     if not isinstance(models, list) or not models:
@@ -454,11 +455,11 @@ def train_parallel(
     for i, (model, one_task) in enumerate(zip(models, tasks)):
         checks.module(f"models[{i}]", model)
         checks.task_family(one_task, f"task[{i}]")
-        if any(p.device.type != "cpu" for p in model.parameters()):
-            raise ValueError(f"models[{i}] is not on the CPU; train_parallel trains CPU models (use train_ensemble "
-                             "on a GPU)")
+        if next(model.parameters(), None) is None:
+            raise ValueError(f"models[{i}] has no parameters to train")
     workers = min(_cores(), len(models)) if workers is None else checks.positive_int("workers", workers)
-    if "fork" not in multiprocessing.get_all_start_methods():
+    on_cpu = all(p.device.type == "cpu" for model in models for p in model.parameters())
+    if not on_cpu or "fork" not in multiprocessing.get_all_start_methods():
         workers = 1
     checks.boolean("progress", progress)
     checks.text("desc", desc)

@@ -537,6 +537,7 @@ def test_parallel_training_reports_a_failed_run():
         (dict(seeds=[1, 2], task=[LinearRegression(dim=3)] * 3), ValueError, "one per model"),
         (dict(seeds=[1, 2], task="linear"), TypeError, r"task\[0\]"),
         (dict(seeds=[1, 2], models=[]), TypeError, "models"),
+        (dict(seeds=[1], models=[torch.nn.ReLU()]), ValueError, r"models\[0\] has no parameters"),
         (dict(seeds=[1, 2], config=dict(steps=1)), TypeError, "config"),
     ],
 )
