@@ -2,7 +2,8 @@
 
 * Linear regression with a Gaussian prior (chapters 0 and 4): :func:`bayes_risk`, the risk of one gradient step
   (:func:`optimal_gd_lr`, and GD-beta's :func:`gd_beta_risk` with its optimum :func:`optimal_gd_step` and the risk
-  there, :func:`best_gd_beta_risk`);
+  there, :func:`best_gd_beta_risk`), and linear self-attention's :func:`lsa_risk` with its best weights
+  :func:`optimal_lsa` and the risk there, :func:`best_lsa_risk` (chapter 4's approximation gap);
 * linear attention on a feature map over nonparametric tasks (chapter 1): :class:`AttentionMoments`,
   :func:`attention_risk` and its minimizer :func:`attention_gamma`.
 """
@@ -273,3 +274,172 @@ def best_gd_beta_risk(task: object, n: int, beta0: Tensor | None = None) -> floa
     mean = _gaussian_task(task)[0]
     beta0 = mean if beta0 is None else checks.vector("beta0", beta0, mean.shape[0])
     return gd_beta_risk(task, n, beta0, optimal_gd_step(task, n, beta0)).item()
+
+
+# ---- linear self-attention (chapter 4) -----------------------------------------------------------------------------
+#
+# An LSA predicts u^T S B x_q with S = Z M Z^T / n. Given the task beta, the tokens z_i are N(0, C) with
+# C(beta) = Q H Q^T + sigma^2 e e^T, Q = [I; beta^T], e the last unit vector, and Wishart moments give
+#   E[u^T S A S u | beta] = (1 + 1/n) u^T C A C u + tr(A C) u^T C u / n       (A = B H B^T),
+#   E[u^T S B x_q y_q | beta] = u^T C B H beta.
+# Averaging over beta needs the Gaussian moments of C (quadratic in beta) up to order two, i.e. of beta up to order
+# four: every entry of C is a quadratic form in beta~ = (beta, 1), whose products Isserlis' theorem averages.
+
+
+def _lsa_moments(task: object) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(E y_q^2, E[C_ab C_ce], E[C_ab beta_k], H)`` of a Gaussian task, shapes ``()``, ``(D, D, D, D)``,
+    ``(D, D, d)`` and ``(d, d)`` with ``D = d + 1``: all that the LSA's risk reads, at every ``n``."""
+    mean, psi, h, noise = _gaussian_task(task)
+    d = mean.shape[0]
+    # beta~ = (beta, 1) is Gaussian (degenerate in its last coordinate), so a polynomial of degree <= 2 in beta is
+    # a quadratic form in beta~, and products of two of them average by Isserlis' theorem.
+    mu = torch.cat([mean, torch.ones(1, dtype=torch.float64)])
+    cov = torch.zeros(d + 1, d + 1, dtype=torch.float64)
+    cov[:d, :d] = psi
+    # Q = [I; beta^T] = sum_i beta~_i E_i: E_i puts beta_i in the last row (i < d); the constant carries the I.
+    e = torch.zeros(d + 1, d + 1, d, dtype=torch.float64)
+    e[torch.arange(d), d, torch.arange(d)] = 1.0
+    e[d, :d, :] = torch.eye(d, dtype=torch.float64)
+    # C_ab = beta~^T K_ab beta~, K[i, j, a, b] symmetric in (i, j)
+    k = torch.einsum("iak,kl,jbl->ijab", e, h, e)
+    k[d, d, d, d] += noise
+    k = (k + k.transpose(0, 1)) / 2
+    # For q_F = x^T F x with x ~ N(mu, Sigma): E q_F = tr(F Sigma) + mu^T F mu,
+    # Cov(q_F, q_G) = 2 tr(F Sigma G Sigma) + 4 mu^T F Sigma G mu and Cov(q_F, x_l) = 2 (Sigma F mu)_l.
+    mean_c = torch.einsum("ijab,ij->ab", k, cov + torch.outer(mu, mu))
+    k_cov = torch.einsum("ijab,jl->ilab", k, cov)  # K_ab Sigma
+    k_mu = torch.einsum("ijab,j->iab", k, mu)  # K_ab mu
+    cov_k_mu = torch.einsum("li,iab->lab", cov, k_mu)  # Sigma K_ab mu
+    c2 = (torch.einsum("ab,ce->abce", mean_c, mean_c) + 2 * torch.einsum("ijab,jice->abce", k_cov, k_cov)
+          + 4 * torch.einsum("iab,ice->abce", k_mu, cov_k_mu))
+    c3 = torch.einsum("ab,l->abl", mean_c, mu[:d]) + 2 * cov_k_mu[:d].permute(1, 2, 0)
+    second = torch.trace(h @ (psi + torch.outer(mean, mean))) + noise
+    return second, c2, c3, h
+
+
+def _lsa_quadratic(c2: Tensor, c3: Tensor, n: int, u: Tensor) -> tuple[Tensor, Tensor]:
+    """``(N, W)`` of the risk ``E y_q^2 - 2 tr(B H W^T) + tr(B H B^T N)`` at a fixed ``u``: ``N = (1 + 1/n)
+    E[C u u^T C] + E[(u^T C u) C] / n`` and ``W = E[C u beta^T]``."""
+    outer = torch.einsum("bade,a,d->be", c2, u, u)  # E[C u u^T C]
+    trace = torch.einsum("adbe,a,d->be", c2, u, u)  # E[(u^T C u) C]
+    return (1 + 1 / n) * outer + trace / n, torch.einsum("abl,a->bl", c3, u)
+
+
+def lsa_risk(task: object, n: int, u: Tensor, b: Tensor) -> Tensor:
+    """The exact ICL risk ``E (u^T S B x_q - y_q)^2`` of linear self-attention (chapter 4's LSA), for Gaussian tasks.
+
+    An :func:`~icl_utils.models.LSA` predicts ``u^T S B x_q`` with ``S = Z M Z^T / n`` the context tokens'
+    second-moment matrix, ``u`` (shape ``(d+1,)``) the last row of ``W_P W_V`` and ``b`` (shape ``(d+1, d)``) the
+    first ``d`` columns of ``W_K^T W_Q``. Given the task ``beta``, the tokens are ``N(0, C)`` with
+    ``C = [[H, H beta], [beta^T H, beta^T H beta + sigma^2]]``, so ``E[S] = C`` and, for ``A = B H B^T``,
+    ``E[S A S] = (1 + 1/n) C A C + tr(A C) C / n``. Averaging over ``beta ~ N(beta*, Psi)`` (Isserlis' theorem on
+    the quadratic forms that make up ``C``)::
+
+        R = E y_q^2 - 2 tr(B H W^T) + tr(B H B^T N),   W = E[C u beta^T],
+        N = (1 + 1/n) E[C u u^T C] + E[(u^T C u) C] / n,   E y_q^2 = tr(H (Psi + beta* beta*^T)) + sigma^2.
+
+    Any ``H``, ``Psi`` (positive semi-definite), ``beta*`` and ``sigma``. Differentiable in ``u`` and ``b``
+    (float64). With ``u = e_{d+1}`` and ``b = [Gamma^T; 0]`` it is GD-0's :func:`gd_beta_risk`.
+    """
+    second, c2, c3, h = _lsa_moments(task)
+    n = checks.positive_int("n", n)
+    d = h.shape[0]
+    if not isinstance(u, Tensor) or tuple(u.shape) != (d + 1,):
+        raise ValueError(f"u must be a tensor of shape ({d + 1},)")
+    if not isinstance(b, Tensor) or tuple(b.shape) != (d + 1, d):
+        raise ValueError(f"b must be a tensor of shape ({d + 1}, {d})")
+    checks.finite("u", u.detach())
+    checks.finite("b", b.detach())
+    u, b = u.double().cpu(), b.double().cpu()
+    n_mat, w = _lsa_quadratic(c2, c3, n, u)
+    return second - 2 * torch.trace(b @ h @ w.T) + torch.trace(b @ h @ b.T @ n_mat)
+
+
+def _profiled_lsa_risk(second: Tensor, c2: Tensor, c3: Tensor, h: Tensor, n: int, u: Tensor) -> Tensor:
+    """``min_B`` of the LSA risk at a fixed ``u``: it is quadratic in ``B``, minimized where ``N B = W``, so
+    ``R*(u) = E y_q^2 - tr(N^-1 W H W^T)``. Invariant to the scale of ``u``."""
+    n_mat, w = _lsa_quadratic(c2, c3, n, u)
+    return second - torch.trace(torch.linalg.solve(n_mat, w) @ h @ w.T)
+
+
+def _newton(fn: Callable[[Tensor], Tensor], start: Tensor, max_iter: int, tol: float,
+            rounding: float) -> tuple[float, Tensor]:
+    """Minimize a smooth function of a few variables by Newton's method on the Hessian with its eigenvalues made
+    positive (a descent direction at saddles too) and a backtracking line search; returns the value and the point."""
+    x = start.clone()
+    value = fn(x).item()
+    gradient = torch.func.grad(fn)
+    # Reverse over reverse: torch.func.hessian's forward mode loads torch.jit decompositions on first use, which
+    # costs a second and warns of deprecation.
+    hessian = torch.func.jacrev(gradient)
+    for _ in range(max_iter):
+        grad = gradient(x)
+        if grad.norm().item() <= tol:
+            break
+        evals, evecs = torch.linalg.eigh(hessian(x))
+        floor = 1e-10 * max(evals.abs().max().item(), 1.0)
+        step = -evecs @ ((evecs.T @ grad) / evals.abs().clamp_min(floor))
+        slope = (grad @ step).item()
+        t = 1.0
+        while t > 1e-9:
+            trial = fn(x + t * step).item()
+            if trial <= value + 1e-4 * t * slope:
+                break
+            t /= 2
+        else:  # no decrease left that float64 resolves
+            break
+        x, value, decrease = x + t * step, trial, value - trial
+        # A step that gains nothing float64 resolves: the minimum, up to rounding (the gradient stalls above tol
+        # where rounding dominates it, or where the minimum is degenerate, a circle of them in an isotropic task).
+        if decrease <= rounding:
+            break
+    return value, x
+
+
+def optimal_lsa(task: object, n: int, *, starts: int = 8, seed: int = 0, max_iter: int = 200) -> tuple[Tensor, Tensor]:
+    """The weights ``(u, b)`` (shapes ``(d+1,)`` and ``(d+1, d)``, ``|u| = 1``) of the LSA with the smallest
+    :func:`lsa_risk`: the infimum over all LSAs, with no finite-sample excess.
+
+    The risk is quadratic in ``b`` for fixed ``u``, so ``b`` is profiled out exactly (``N b = W``) and the
+    scale-free profile ``R*(u)`` is minimized by Newton's method with a line search from ``starts`` directions:
+    ``u = e_{d+1}`` (GD-0's) and ``starts - 1`` drawn from ``N(0, I)`` with ``seed``, the same at every call. The
+    penalty ``(|u|^2 - 1)^2`` fixes the scale that ``R*`` ignores, so the minimum is an isolated point. Needs a
+    positive-definite ``H`` and either ``sigma > 0`` or a positive-definite ``Psi`` (then ``N`` is invertible).
+    """
+    second, c2, c3, h = _lsa_moments(task)
+    n = checks.positive_int("n", n)
+    starts = checks.positive_int("starts", starts)
+    seed = checks.positive_int("seed", seed, minimum=0)
+    max_iter = checks.positive_int("max_iter", max_iter)
+    d = h.shape[0]
+    psi, noise = task.cov(), task.noise_var
+    if torch.linalg.eigvalsh(h).min().item() <= 1e-12 * max(h.abs().max().item(), 1.0):
+        raise ValueError("task must have a positive-definite input covariance H (x_cov) for optimal_lsa")
+    if noise == 0 and torch.linalg.eigvalsh(psi).min().item() <= 1e-12 * max(psi.abs().max().item(), 1.0):
+        raise ValueError("task must have noise_std > 0 or a positive-definite prior_cov for optimal_lsa")
+
+    def objective(u: Tensor) -> Tensor:
+        return _profiled_lsa_risk(second, c2, c3, h, n, u) + (u @ u - 1) ** 2
+
+    gen = torch.Generator().manual_seed(seed)
+    first = torch.zeros(d + 1, dtype=torch.float64)
+    first[d] = 1.0
+    inits = [first] + [torch.randn(d + 1, generator=gen, dtype=torch.float64) for _ in range(starts - 1)]
+    # Rounding floors of the gradient and of the value: the profile is a difference of terms of size E y_q^2.
+    scale = max(second.item(), 1.0)
+    _, best_u = min((_newton(objective, init / init.norm(), max_iter, 1e-13 * scale, 1e-15 * scale)
+                     for init in inits), key=lambda pair: pair[0])
+    u = best_u / best_u.norm()
+    n_mat, w = _lsa_quadratic(c2, c3, n, u)
+    return u, torch.linalg.solve(n_mat, w)
+
+
+def best_lsa_risk(task: object, n: int, *, starts: int = 8, seed: int = 0, max_iter: int = 200) -> float:
+    """The ICL risk of the best linear self-attention, :func:`lsa_risk` at :func:`optimal_lsa` (same arguments).
+
+    An LSA computes GD-0 (``u = e_{d+1}``, ``b = [Gamma^T; 0]``) and an LTB contains every LSA, so
+    ``best_gd_beta_risk(task, n) <= best_lsa_risk(task, n) <= best_gd_beta_risk(task, n, zeros)``, with equality on
+    the left when ``beta* = 0``; ``best_lsa_risk - best_gd_beta_risk`` is Theorem 4.1's approximation gap.
+    """
+    u, b = optimal_lsa(task, n, starts=starts, seed=seed, max_iter=max_iter)
+    return lsa_risk(task, n, u, b).item()

@@ -10,8 +10,16 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from icl_utils.dynamics.gd_beta import gd_beta_flow, gd_beta_hessian  # noqa: E402
-from icl_utils.exact import best_gd_beta_risk, gd_beta_risk, optimal_gd_step  # noqa: E402
+from icl_utils.exact import (  # noqa: E402
+    best_gd_beta_risk,
+    best_lsa_risk,
+    gd_beta_risk,
+    lsa_risk,
+    optimal_gd_step,
+    optimal_lsa,
+)
 from icl_utils.gd import GDHistory, gradient_descent  # noqa: E402
+from icl_utils.models import LSA  # noqa: E402
 from icl_utils.plotting import (  # noqa: E402
     plot_gd_beta_reading,
     plot_gd_records,
@@ -19,6 +27,7 @@ from icl_utils.plotting import (  # noqa: E402
     plot_risk_ratios_against_n,
     plot_gap_scaling,
 )
+from icl_utils.prompts import Prompt  # noqa: E402
 from icl_utils.tasks import LinearRegression  # noqa: E402
 
 
@@ -241,3 +250,139 @@ def test_plot_gd_records_draws_one_panel_per_key_and_one_line_per_run():
     plt.close("all")
     with pytest.raises(ValueError, match="recorded no"):
         plot_gd_records(runs, keys=["loss"])
+
+
+# ---- lsa_risk, optimal_lsa, best_lsa_risk --------------------------------------------------------------------------
+
+
+def _spd(d: int, seed: int, floor: float) -> torch.Tensor:
+    a = torch.randn(d, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return a @ a.T / d + floor * torch.eye(d, dtype=torch.float64)
+
+
+def _skewed_task(d: int = 3, noise_std: float = 0.7) -> LinearRegression:
+    """Non-isotropic inputs and prior, and a mean off every axis."""
+    mean = torch.linspace(-1.0, 2.0, d, dtype=torch.float64)
+    return LinearRegression(dim=d, noise_std=noise_std, prior_mean=mean, prior_cov=_spd(d, 1, 0.2),
+                            x_cov=_spd(d, 2, 0.3))
+
+
+def _random_lsa_weights(d: int, seed: int, scale: float = 0.5) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return (scale * torch.randn(d + 1, generator=gen, dtype=torch.float64),
+            scale * torch.randn(d + 1, d, generator=gen, dtype=torch.float64))
+
+
+def test_lsa_risk_at_gd0_weights_is_the_gd0_risk():
+    # u = e_{d+1} and b = [Gamma^T; 0] make the LSA predict <Gamma X^T y / n, x_q>: GD-0, whatever H and Psi.
+    task, d = _skewed_task(), 3
+    gamma = torch.randn(d, d, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    u = torch.zeros(d + 1, dtype=torch.float64)
+    u[d] = 1.0
+    b = torch.cat([gamma.T, torch.zeros(1, d, dtype=torch.float64)])
+    for n in (1, 4, 50):
+        assert lsa_risk(task, n, u, b).item() == pytest.approx(
+            gd_beta_risk(task, n, torch.zeros(d, dtype=torch.float64), gamma).item(), rel=1e-12)
+
+
+def test_lsa_risk_averages_the_conditional_wishart_risk_over_beta_exactly():
+    # Given beta the risk is (1 + 1/n) u^T C A C u + tr(A C) u^T C u / n - 2 u^T C B H beta + E[y_q^2 | beta], a
+    # polynomial of degree 4 in beta; the 3-point Gauss-Hermite product rule integrates it exactly against
+    # N(beta*, Psi), an independent check of the Isserlis algebra (non-isotropic H and Psi).
+    task, d, n = _skewed_task(), 3, 4
+    u, b = _random_lsa_weights(d, 4)
+    h, root, noise = task.input_cov(), torch.linalg.cholesky(task.cov()), task.noise_var
+    a = b @ h @ b.T
+    nodes = torch.tensor([-(3**0.5), 0.0, 3**0.5], dtype=torch.float64)
+    weights = torch.tensor([1 / 6, 2 / 3, 1 / 6], dtype=torch.float64)
+    total = 0.0
+    for index in np.ndindex(*(3,) * d):
+        beta = task.mean() + root @ nodes[list(index)]
+        q = torch.cat([torch.eye(d, dtype=torch.float64), beta[None]])
+        c = q @ h @ q.T
+        c[d, d] += noise
+        risk = ((1 + 1 / n) * u @ c @ a @ c @ u + torch.trace(a @ c) * (u @ c @ u) / n - 2 * u @ c @ b @ h @ beta
+                + beta @ h @ beta + noise)
+        total += weights[list(index)].prod().item() * risk.item()
+    assert lsa_risk(task, n, u, b).item() == pytest.approx(total, rel=1e-12)
+
+
+@pytest.mark.parametrize("n, norm, noise_std, skewed", [(2, 0.0, 0.5, False), (5, 2.0, 0.3, True),
+                                                        (20, 3.0, 1.0, False)])
+def test_lsa_risk_matches_monte_carlo_through_the_lsa_model(n, norm, noise_std, skewed):
+    # Prompts sampled from the task, through an LSA whose weights give (u, b): W_P = W_K = I, W_V's last row u,
+    # W_Q = [b, 0]. Within 4 standard errors (the seeds are fixed, so the test is deterministic).
+    d = 3
+    task = (_skewed_task(d, noise_std) if skewed
+            else LinearRegression(dim=d, noise_std=noise_std, prior_mean=torch.full((d,), norm / d**0.5)))
+    u, b = _random_lsa_weights(d, 5 + n)
+    model = LSA(d, init_std=0.0).double()
+    with torch.no_grad():
+        model.W_P.copy_(torch.eye(d + 1))
+        model.W_K.copy_(torch.eye(d + 1))
+        model.W_V[d] = u
+        model.W_Q[:, :d] = b
+    gen = torch.Generator().manual_seed(n)
+    errors = []
+    for _ in range(8):
+        p = task.sample(50_000, n, gen)
+        p = Prompt(x=p.x.double(), y=p.y.double(), x_query=p.x_query.double(), y_query=p.y_query.double())
+        errors.append((model.predict(p) - p.y_query).square())
+    errors = torch.cat(errors)
+    mc, se = errors.mean().item(), errors.std().item() / errors.numel() ** 0.5
+    exact = lsa_risk(task, n, u, b).item()
+    assert abs(mc - exact) < 4 * se, (mc, exact, se)
+
+
+def test_optimal_lsa_is_a_stationary_point_of_lsa_risk():
+    task, n = _task(3, norm=2.0), 12
+    u, b = optimal_lsa(task, n)
+    assert u.norm().item() == pytest.approx(1.0, rel=1e-12)
+    u, b = u.clone().requires_grad_(True), b.clone().requires_grad_(True)
+    grad_u, grad_b = torch.autograd.grad(lsa_risk(task, n, u, b), (u, b))
+    assert grad_u.abs().max().item() < 1e-8 and grad_b.abs().max().item() < 1e-8
+
+
+@pytest.mark.parametrize("task", [_task(5, norm=0.0), LinearRegression(dim=3, noise_std=0.7, prior_cov=_spd(3, 1, 0.2),
+                                                                         x_cov=_spd(3, 2, 0.3))])
+def test_best_lsa_risk_is_the_best_gd_beta_risk_at_zero_mean(task):
+    # With beta* = 0 the best GD-beta step starts at 0: GD-0, which an LSA computes (Theorem 4.1's gap vanishes).
+    for n in (3, 40):
+        assert best_lsa_risk(task, n) == pytest.approx(best_gd_beta_risk(task, n), rel=1e-8)
+
+
+@pytest.mark.parametrize("task", [_task(3, norm=1.0), _task(4, norm=3.0), _skewed_task()])
+def test_best_lsa_risk_lies_between_best_gd_beta_and_best_gd0(task):
+    # An LTB contains every LSA, and an LSA contains GD-0; with beta* != 0 both inequalities are strict.
+    zero = torch.zeros(task.dim, dtype=torch.float64)
+    for n in (3, 50):
+        lsa = best_lsa_risk(task, n)
+        assert best_gd_beta_risk(task, n) < lsa < best_gd_beta_risk(task, n, zero)
+    assert best_lsa_risk(task, 50) == lsa  # seeded starts: the same number at every call
+
+
+def test_lsa_risk_and_optimal_lsa_check_their_arguments():
+    task, d = _task(3), 3
+    u, b = _random_lsa_weights(d, 0)
+    with pytest.raises(TypeError, match="task must be a LinearRegression"):
+        lsa_risk("not a task", 5, u, b)
+    with pytest.raises(ValueError, match="uniform inputs"):
+        lsa_risk(LinearRegression(dim=d, x_range=0.5), 5, u, b)
+    with pytest.raises(ValueError, match="n must be"):
+        lsa_risk(task, 0, u, b)
+    with pytest.raises(ValueError, match=r"u must be a tensor of shape \(4,\)"):
+        lsa_risk(task, 5, u[:d], b)
+    with pytest.raises(ValueError, match=r"b must be a tensor of shape \(4, 3\)"):
+        lsa_risk(task, 5, u, b.T)
+    with pytest.raises(ValueError, match="u must be finite"):
+        lsa_risk(task, 5, torch.full((d + 1,), float("nan")), b)
+    with pytest.raises(ValueError, match="starts must be"):
+        best_lsa_risk(task, 5, starts=0)
+    with pytest.raises(ValueError, match="seed must be"):
+        optimal_lsa(task, 5, seed=-1)
+    with pytest.raises(TypeError, match="max_iter must be an int"):
+        optimal_lsa(task, 5, max_iter=2.5)
+    with pytest.raises(ValueError, match="positive-definite input covariance"):
+        optimal_lsa(LinearRegression(dim=d, noise_std=0.5, x_cov=torch.diag(torch.tensor([1.0, 1.0, 0.0]))), 5)
+    with pytest.raises(ValueError, match="noise_std > 0 or a positive-definite prior_cov"):
+        optimal_lsa(LinearRegression(dim=d, prior_cov=torch.zeros(d, d)), 5)
