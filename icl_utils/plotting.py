@@ -860,12 +860,15 @@ def plot_gap_scaling(
     *,
     control: Mapping[float, np.ndarray] | None = None,
     limit: float | None = None,
+    label: str = "trained LSA",
+    control_label: str = "control: LSA fitted at the first n",
     ax: Axes | None = None,
 ) -> Axes:
     """The approximation gap scaled as ``n * gap / ||beta*||^2`` against ``n`` (log x): flat where the gap falls like
-    ``||beta*||^2 / n``. ``trained[norm]`` holds the gaps of trained models, shape ``(seeds, len(ns))`` (median
-    drawn, range as error bars); ``closed[norm]`` a closed-form gap per ``n`` (line); ``control[norm]`` the gaps of a
-    control (dashed); ``limit`` a dotted horizontal level (the large-``n`` limit)."""
+    ``||beta*||^2 / n``. ``trained[norm]`` holds the gaps of the LSAs called ``label``, shape ``(seeds, len(ns))``
+    (median drawn, range as error bars) or ``(len(ns),)``; ``closed[norm]`` a closed-form gap per ``n`` (line);
+    ``control[norm]`` the gaps of a control (dashed, ``control_label``); ``limit`` a dotted horizontal level (the
+    large-``n`` limit)."""
     ns = np.asarray(ns, dtype=float)
     for norm, gaps in trained.items():
         if not norm > 0:
@@ -883,13 +886,13 @@ def plot_gap_scaling(
         scaled = gaps * ns / norm**2
         mid = np.median(scaled, axis=0)
         ax.errorbar(ns, mid, yerr=[mid - scaled.min(0), scaled.max(0) - mid], fmt="o", color=color, capsize=3,
-                    label=rf"trained LSA, $\|\beta^*\| = {norm:g}$")
+                    label=rf"{label}, $\|\beta^*\| = {norm:g}$")
         ax.plot(ns, np.asarray(closed[norm]) * ns / norm**2, "-", color=color, alpha=0.7)
         if control is not None and norm in control:
             ax.plot(ns, np.asarray(control[norm]) * ns / norm**2, "--", color=color, alpha=0.7)
     ax.plot([], [], "-", color="0.4", label="best GD-0, closed form")
     if control is not None:
-        ax.plot([], [], "--", color="0.4", label="control: LSA fitted at the first n")
+        ax.plot([], [], "--", color="0.4", label=control_label)
     if limit is not None:
         ax.axhline(limit, linestyle=":", color="0.4", label=f"limit {limit:g}")
     ax.set_xscale("log")
