@@ -27,6 +27,7 @@ from icl_utils import checks
 from icl_utils.config import make_generator, progress_bar
 from icl_utils.exact import AttentionMoments, profiled_attention_risk
 from icl_utils.models.feature_attention import AttentionOnFeatures
+from icl_utils.models.linear_attention import GDPlusPlus
 from icl_utils.prompts import Prompt, TaskFamily, squared_errors
 
 
@@ -541,6 +542,22 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: int = 500, tol: flo
     # a parameter the output does not depend on (GD++'s gamma with one step) has no gradient
     grad_max = max((p.grad.abs().max().item() for p in params if p.grad is not None), default=0.0)
     return FitResult(loss=loss.item(), iterations=optimizer.state[params[0]].get("n_iter", 0), grad_max=grad_max)
+
+
+def fit_gd_plus_plus_curvature(task: TaskFamily, n: int, n_prompts: int, seed: int) -> tuple[float, float]:
+    """``(eta, gamma)`` of von Oswald et al.'s recurrent two-step GD++ (one scalar step and one curvature shared by
+    both layers) fitted by :func:`fit_lbfgs` to ``n_prompts`` prompts of ``n`` examples drawn from ``task`` with a
+    CPU generator seeded ``seed``. The fit starts at the step ``0.5 / Var x_1``: the same start in the inputs' units,
+    so that inputs of another scale land on the same optimum, rescaled."""
+    checks.task_family(task)
+    n, n_prompts = checks.positive_int("n", n), checks.positive_int("n_prompts", n_prompts)
+    seed = checks.positive_int("seed", seed, minimum=0)
+    input_cov = getattr(task, "input_cov", None)
+    if not callable(input_cov):
+        raise TypeError(f"task must give its input covariance (input_cov()), got {type(task).__name__}")
+    model = GDPlusPlus(task.dim, steps=2, matrix_step=False, lr=0.5 / input_cov()[0, 0].item())
+    fit_lbfgs(model, task.sample(n_prompts, n, make_generator(seed, "cpu")))
+    return model.step.item(), model.gamma.item()
 
 
 def fit_features_exact(model: nn.Module, task: object, n: int, *, max_iter: int = 200,

@@ -386,3 +386,21 @@ def test_lsa_risk_and_optimal_lsa_check_their_arguments():
         optimal_lsa(LinearRegression(dim=d, noise_std=0.5, x_cov=torch.diag(torch.tensor([1.0, 1.0, 0.0]))), 5)
     with pytest.raises(ValueError, match="noise_std > 0 or a positive-definite prior_cov"):
         optimal_lsa(LinearRegression(dim=d, prior_cov=torch.zeros(d, d)), 5)
+
+
+def test_gd_plus_plus_curvature_scales_with_the_inputs_and_checks_its_arguments():
+    """Inputs twice as wide multiply X^T X by 4: the fit starts at the same point in the inputs' units and lands on
+    the same optimum, rescaled, so gamma is exactly a quarter (up to float32 rounding)."""
+    from icl_utils.train import fit_gd_plus_plus_curvature
+
+    narrow = fit_gd_plus_plus_curvature(LinearRegression(dim=4, x_range=0.5), 6, 256, seed=3)
+    wide = fit_gd_plus_plus_curvature(LinearRegression(dim=4, x_range=1.0), 6, 256, seed=3)
+    assert narrow[1] > 0
+    assert wide[1] == pytest.approx(narrow[1] / 4, rel=1e-4)
+    assert wide[0] == pytest.approx(narrow[0] / 4, rel=1e-4)
+    with pytest.raises(ValueError, match="n_prompts"):
+        fit_gd_plus_plus_curvature(LinearRegression(dim=4), 6, 0, seed=0)
+    with pytest.raises(TypeError, match="seed"):
+        fit_gd_plus_plus_curvature(LinearRegression(dim=4), 6, 8, seed=1.5)
+    with pytest.raises(TypeError, match="task"):
+        fit_gd_plus_plus_curvature("linear", 6, 8, seed=0)
