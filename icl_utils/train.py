@@ -417,6 +417,24 @@ def _train_one_thread(model: nn.Module, task: TaskFamily, config: TrainConfig, s
     return model.state_dict(), history
 
 
+def _train_groups(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig, seeds: list[int],
+                  progress: bool, desc: str) -> list[TrainHistory]:
+    """:func:`train_parallel` on a GPU: the models of each architecture train as one :func:`train_ensemble`, with
+    prompts from a generator seeded by the group's first seed (a GPU runs one batched pass as fast as one model)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, model in enumerate(models):
+        key = (type(model), tuple((name, tuple(p.shape), p.device) for name, p in model.named_parameters()))
+        groups.setdefault(key, []).append(i)
+    histories: dict[int, TrainHistory] = {}
+    for group in groups.values():
+        generator = make_generator(seeds[group[0]], next(models[group[0]].parameters()).device)
+        hist = train_ensemble([models[i] for i in group], [tasks[i] for i in group], config, generator=generator,
+                              progress=progress, desc=desc)
+        for j, i in enumerate(group):
+            histories[i] = TrainHistory(losses=hist.losses[:, j], seconds=hist.seconds)
+    return [histories[i] for i in range(len(models))]
+
+
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
@@ -438,8 +456,9 @@ def train_parallel(
     two), and :func:`train_ensemble`'s ``vmap`` costs more than it saves for GPTs on the CPU, so on ``P`` cores
     ``S`` runs take about ``S / P`` the time of one after another. Model ``i`` trains on ``task`` (or ``task[i]``)
     with prompts from a generator seeded ``seeds[i]`` and on one thread wherever it runs, so its result does not
-    depend on ``workers`` (default: the cores, at most ``S``; 1 trains here, one after another, as on a GPU and on a
-    system without ``fork``).
+    depend on ``workers`` (default: the cores, at most ``S``; 1 trains here, one after another, as on a system
+    without ``fork``). On a GPU the models of each architecture train together, as one :func:`train_ensemble`
+    whose prompts come from the group's first seed.
     """
     models = list(models) if isinstance(models, (list, tuple)) else models
     if not isinstance(models, list) or not models:
@@ -464,6 +483,8 @@ def train_parallel(
         workers = 1
     checks.boolean("progress", progress)
     checks.text("desc", desc)
+    if not on_cpu:
+        return _train_groups(models, tasks, config, seeds, progress, desc)
     bar = progress_bar(range(len(models)), desc=desc, enabled=progress)
     results: dict[int, tuple[dict, TrainHistory]] = {}
     if workers == 1:

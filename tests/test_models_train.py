@@ -546,3 +546,51 @@ def test_parallel_training_rejects_bad_arguments(kwargs, error, match):
                 config=TrainConfig(steps=2, batch_size=4, n_context=4)) | kwargs
     with pytest.raises(error, match=match):
         train_parallel(args.pop("models"), args.pop("task"), args.pop("config"), progress=False, **args)
+
+
+def test_parallel_training_of_gpu_models_is_one_ensemble_per_architecture():
+    """Off the CPU, train_parallel trains each architecture's models as one train_ensemble seeded by the group's
+    first seed; the grouping is checked here on CPU models, through the function that does it."""
+    from icl_utils.train import _train_groups
+
+    config = TrainConfig(steps=5, batch_size=4, n_context=4, lr=1e-2)
+    task = LinearRegression(dim=3)
+    torch.manual_seed(0)
+    models = [ICLTransformer(GPTConfig(n_dims=3, n_context=4, n_embd=16, n_layer=1, n_head=2, mlp=mlp))
+              for mlp in (True, False, True)]
+    twins = copy.deepcopy(models)
+    hist = _train_groups(models, [task] * 3, config, [7, 8, 9], progress=False, desc="t")
+    with_mlp = train_ensemble([twins[0], twins[2]], [task, task], config, generator=make_generator(7, "cpu"),
+                              progress=False)
+    without = train_ensemble([twins[1]], [task], config, generator=make_generator(8, "cpu"), progress=False)
+    for a, b in zip(models, twins):
+        assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    np.testing.assert_array_equal(hist[2].losses, with_mlp.losses[:, 1])
+    np.testing.assert_array_equal(hist[1].losses, without.losses[:, 0])
+
+
+def test_a_gpt_whose_query_does_not_see_itself_reads_only_the_context_in_attention():
+    """With query_sees_itself=False the query's row of attention averages the context's values only: with the
+    query vectors zeroed (uniform attention), changing the query's own token leaves that row unchanged, while a
+    query that sees itself moves with it; the context's rows are causal either way."""
+    torch.manual_seed(0)
+    cfg = GPTConfig(n_dims=3, n_context=4, n_embd=16, n_layer=1, n_head=2, mlp=False, tokens="paired",
+                    query_sees_itself=False)
+    masked = ICLTransformer(cfg).blocks[0].attn
+    seeing = ICLTransformer(dataclasses.replace(cfg, query_sees_itself=True)).blocks[0].attn
+    seeing.load_state_dict(masked.state_dict())
+    with torch.no_grad():
+        for attn in (masked, seeing):
+            attn.qkv.weight[:16].zero_()
+            attn.qkv.bias[:16].zero_()
+    h = torch.randn(2, 5, 16)
+    moved = h.clone()
+    moved[:, -1] += 1.0
+    with torch.no_grad():
+        assert torch.allclose(masked(h)[:, -1], masked(moved)[:, -1], atol=1e-6)
+        assert not torch.allclose(seeing(h)[:, -1], seeing(moved)[:, -1], atol=1e-3)
+        assert torch.allclose(masked(h)[:, :-1], seeing(h)[:, :-1], atol=1e-6)
+    prompt = LinearRegression(dim=3).sample(5, 4, torch.Generator().manual_seed(1))
+    assert ICLTransformer(cfg)(prompt).shape == (5,)
+    with pytest.raises(ValueError, match="paired"):
+        GPTConfig(n_dims=3, n_context=4, query_sees_itself=False)

@@ -39,6 +39,10 @@ class GPTConfig:
     dropout: float = 0.0
     tokens: str = "interleaved"  # or "paired": the token matrix (3.1) of Zhang et al.
     residual_init: bool = False
+    # With tokens="paired", False keeps the query's token out of its own attention, as the mask M keeps the query
+    # column out of linear self-attention's keys and values (chapter 4); x_query still reaches the read-out
+    # through the residual stream.
+    query_sees_itself: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_context", checks.positive_int("n_context", self.n_context, minimum=0))
@@ -53,6 +57,9 @@ class GPTConfig:
         if self.tokens not in ("interleaved", "paired"):
             raise ValueError(f"tokens must be 'interleaved' or 'paired', got {self.tokens!r}")
         object.__setattr__(self, "residual_init", checks.boolean("residual_init", self.residual_init))
+        object.__setattr__(self, "query_sees_itself", checks.boolean("query_sees_itself", self.query_sees_itself))
+        if not self.query_sees_itself and self.tokens != "paired":
+            raise ValueError("query_sees_itself=False needs tokens='paired' (the query is then one token)")
 
 
 class CausalSelfAttention(nn.Module):
@@ -62,14 +69,19 @@ class CausalSelfAttention(nn.Module):
         self.dropout = cfg.dropout
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.query_sees_itself = cfg.query_sees_itself
 
     def forward(self, h: Tensor) -> Tensor:
         batch, length, width = h.shape
         q, k, v = self.qkv(h).split(width, dim=2)
         q, k, v = (t.view(batch, length, self.n_head, -1).transpose(1, 2) for t in (q, k, v))
-        out = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
-        )
+        dropout = self.dropout if self.training else 0.0
+        if self.query_sees_itself or length == 1:  # a lone query token has nothing else to attend to
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+        else:
+            allowed = torch.ones(length, length, dtype=torch.bool, device=h.device).tril()
+            allowed[-1, -1] = False
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout)
         return self.proj(out.transpose(1, 2).reshape(batch, length, width))
 
 
