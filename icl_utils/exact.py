@@ -328,7 +328,7 @@ def _lsa_quadratic(c2: Tensor, c3: Tensor, n: int, u: Tensor) -> tuple[Tensor, T
 def lsa_risk(task: object, n: int, u: Tensor, b: Tensor) -> Tensor:
     """The exact ICL risk ``E (u^T S B x_q - y_q)^2`` of linear self-attention (chapter 4's LSA), for Gaussian tasks.
 
-    An :func:`~icl_utils.models.LSA` predicts ``u^T S B x_q`` with ``S = Z M Z^T / n`` the context tokens'
+    An :func:`~icl_utils.models.linear_attention.LSA` predicts ``u^T S B x_q`` with ``S = Z M Z^T / n`` the context tokens'
     second-moment matrix, ``u`` (shape ``(d+1,)``) the last row of ``W_P W_V`` and ``b`` (shape ``(d+1, d)``) the
     first ``d`` columns of ``W_K^T W_Q``. Given the task ``beta``, the tokens are ``N(0, C)`` with
     ``C = [[H, H beta], [beta^T H, beta^T H beta + sigma^2]]``, so ``E[S] = C`` and, for ``A = B H B^T``,
