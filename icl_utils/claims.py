@@ -289,7 +289,9 @@ def _fmt(x: float | str) -> str:
     x = float(x)  # JSON holds infinities as "inf"
     if math.isinf(x):
         return "∞" if x > 0 else "-∞"
-    return f"{x:.3g}" if abs(x) < 1e4 else f"{x:.0f}"
+    if abs(x) >= 1e3:
+        return f"{x:.0f}"
+    return f"{x:.3g}".replace("e-0", "e-").replace("e+0", "e+")
 
 
 def _cell(text: str) -> str:
