@@ -3,6 +3,7 @@ that a notebook's figure cell is one readable call. Functions shared by chapters
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -146,9 +147,13 @@ def plot_error_curves(
     return ax
 
 
+#: Line styles of successive reference levels on one axes, so that two of them can be told apart.
+REFERENCE_STYLES = ("--", ":", "-.")
+
+
 def _reference_lines(ax: Axes, reference: Mapping[str, float] | None) -> None:
-    for name, value in (reference or {}).items():
-        ax.axhline(value, linestyle="--", color="0.5", linewidth=1.2, label=name)
+    for (name, value), style in zip((reference or {}).items(), itertools.cycle(REFERENCE_STYLES)):
+        ax.axhline(value, linestyle=style, color="0.5", linewidth=1.2, label=name)
 
 
 def log_y(ax: Axes) -> None:
@@ -165,14 +170,16 @@ def plot_training_loss(
     ax: Axes | None = None,
     window: int = 50,
     reference: Mapping[str, float] | None = None,
+    runs: str = "runs",
 ) -> Axes:
     """Smoothed training loss against step for one or more :class:`~icl_utils.train.TrainHistory`, on a log scale,
-    with optional dashed reference levels (name to value), such as the Bayes-optimal loss. A history of several
-    models trained together (losses of shape ``(steps, S)``) is drawn as ``S`` lines of one colour, labelled once."""
+    with optional reference levels (name to value, dashed, then dotted), such as the Bayes-optimal loss. A history
+    of several models trained together (losses of shape ``(steps, S)``) is drawn as ``S`` lines of one colour,
+    labelled once as ``S`` ``runs`` (say ``"norms"`` when the models differ by their task)."""
     ax = ax if ax is not None else plt.gca()
     for name, hist in histories.items():
         smooth = hist.smoothed(window).reshape(len(hist.losses), -1)
-        label = name if smooth.shape[1] == 1 else f"{name} ({smooth.shape[1]} runs)"
+        label = name if smooth.shape[1] == 1 else f"{name} ({smooth.shape[1]} {runs})"
         lines = ax.plot(np.arange(1, len(hist.losses) + 1), smooth, color=COLORS.get(name), linewidth=1.5)
         for line in lines[1:]:
             line.set_color(lines[0].get_color())
@@ -252,7 +259,8 @@ def plot_error_per_dimension(
     logy = checks.boolean("logy", logy)
     if ax is None:
         _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.2))
-    plot_error_curves(curves, ax=ax, normalize=dim, reference={"noise level": noise_var / dim},
+    plot_error_curves(curves, ax=ax, normalize=dim,
+                      reference={"noise level": noise_var / dim} if noise_var > 0 else None,
                       ylabel="squared error / d", logy=logy, ylim=ylim)
     ax.axvline(dim, color="0.7", linewidth=1)
     if ylim is None:
@@ -953,7 +961,8 @@ def plot_gd_records(
         missing = [key for key in keys if key not in hist.records]
         if missing:
             raise ValueError(f"run {name!r} recorded no {missing}; it has {sorted(hist.records)}")
-    fig, axes = plt.subplots(1, len(keys), figsize=_size(width * len(keys), 4), squeeze=False)
+    # constrained layout: a log axis's tick labels would run into the next panel's y label
+    fig, axes = plt.subplots(1, len(keys), figsize=_size(width * len(keys), 4), squeeze=False, layout="constrained")
     for ax, key in zip(axes[0], keys):
         for name, hist in histories.items():
             ax.plot(hist.steps, hist.records[key], label=name)

@@ -32,11 +32,13 @@ def test_error_per_dimension_draws_normalized_curves_noise_level_and_interpolati
     plt.close(fig)
 
 
-def test_error_per_dimension_draws_on_the_given_axes():
-    fig, ax = plt.subplots()
-    out = plot_error_per_dimension({"Bayes": torch.ones(4, 6)}, dim=2, noise_var=0.0, ax=ax)
-    assert out is fig and len(ax.lines) == 3
-    plt.close(fig)
+def test_error_per_dimension_draws_on_the_given_axes_and_a_noise_level_only_with_noise():
+    for noise_var, lines in ((0.0, 2), (0.1, 3)):  # the curve, k = d, and the noise level if there is noise
+        fig, ax = plt.subplots()
+        out = plot_error_per_dimension({"Bayes": torch.ones(4, 6)}, dim=2, noise_var=noise_var, ax=ax)
+        assert out is fig and len(ax.lines) == lines
+        assert ("noise level" in ax.get_legend_handles_labels()[1]) == (noise_var > 0)
+        plt.close(fig)
 
 
 @pytest.mark.parametrize("kwargs, error", [({"dim": 0, "noise_var": 0.1}, ValueError),

@@ -60,3 +60,16 @@ def test_wide_figures_are_narrowed_to_the_text_column():
     assert width == plotting.FIGURE_WIDTH and height == pytest.approx(3.8 * 0.75)
     with pytest.raises(TypeError, match="fig must be"):
         plotting.unreadable("figure")
+
+
+def test_training_loss_tells_its_reference_levels_apart_and_names_what_its_lines_are():
+    from icl_utils.plotting import plot_training_loss
+    from icl_utils.train import TrainHistory
+
+    fig, ax = plt.subplots()
+    hist = TrainHistory(losses=np.ones((60, 4)), seconds=1.0)
+    plot_training_loss({"LSA": hist}, ax=ax, reference={"a": 0.5, "b": 0.25}, runs="norms")
+    styles = [line.get_linestyle() for line in ax.lines if line.get_label() in ("a", "b")]
+    assert len(styles) == 2 and styles[0] != styles[1]
+    assert "LSA (4 norms)" in ax.get_legend_handles_labels()[1]
+    plt.close(fig)
