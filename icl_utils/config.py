@@ -14,11 +14,15 @@ import numbers
 import os
 import random
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 import torch
 from tqdm import tqdm
+
+#: Where the benchmark scripts write the results files that chapters quote (``benchmarks/results``).
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 MODES = ("quick", "full")
 #: Values computed at once by the loops that work through many prompts a chunk at a time (64 MB in float32):

@@ -619,6 +619,33 @@ def _seed_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
     _median_band(ax, xs, values.T if values.ndim == 2 else values, **style)
 
 
+def plot_floor_by_width(
+    widths: Sequence[int], floors: Mapping[str, np.ndarray], *, reference: Mapping[str, float] | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """A model's floor (its risk with an infinitely long prompt) against its width ``m``, on log-log axes: one line
+    per way of setting the first layer (``floors[name]`` of shape ``(seeds, len(widths))``; median and range), and
+    horizontal reference levels (``reference``, e.g. the prompt-free risk)."""
+    widths = np.asarray(widths, dtype=float)
+    if widths.ndim != 1 or widths.size < 2 or np.any(widths <= 0):
+        raise ValueError(f"widths must be at least two positive numbers, got {widths.tolist()}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=_size(6.4, 3.8))
+    for (name, values), color in zip(floors.items(), PALETTE):
+        values = np.asarray(values, dtype=float)
+        if values.ndim != 2 or values.shape[1] != widths.size:
+            raise ValueError(f"floors[{name!r}] must have shape (seeds, {widths.size}), got {values.shape}")
+        _seed_band(ax, widths, values, color=color, label=name)
+    _reference_lines(ax, reference)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(widths, [f"{w:g}" for w in widths])
+    log_y(ax)
+    ax.set_xlabel("width $m$")
+    ax.set_ylabel("floor (risk as $n^* \\to \\infty$)")
+    ax.legend(loc="lower left")
+    return ax.figure
+
+
 def plot_risk_against_examples(
     ns: Sequence[float],
     by_dim: Mapping[int, np.ndarray],

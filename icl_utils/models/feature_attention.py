@@ -284,17 +284,70 @@ def two_stage_fit(
     ``U[-bias_range, bias_range]``; then stage 2 (:func:`fit_attention_ridge`) on ``stage2_tasks`` prompts of
     ``stage2_n`` examples with penalty ``lam``."""
     # Every argument is checked before stage 1 changes the model.
+    _stage_two_args(model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator,
+                    bias_range=bias_range)
+    for name, value in (("stage1_tasks", stage1_tasks), ("stage1_n", stage1_n)):
+        checks.positive_int(name, value)
+    one_step_feature_update(model, task, n_tasks=stage1_tasks, n=stage1_n, lr=1.0, weight_decay=1.0,
+                            generator=generator)
+    stage_two_fit(model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator,
+                  bias_range=bias_range)
+
+
+def subspace_fit(
+    model: FeatureAttention,
+    task: TaskFamily,
+    *,
+    stage2_tasks: int,
+    stage2_n: int,
+    lam: float,
+    generator: torch.Generator,
+    bias_range: float = 1.0,
+) -> None:
+    """The reference for :func:`two_stage_fit`, in place: stage 1 replaced by a perfect one, the rows of ``W``
+    projected onto the task's hidden subspace (``task.basis``, ``d x r`` orthonormal), then the same rescaling,
+    biases and stage 2. What its floor exceeds the pretrained one by is stage 1's error; what is left is the width's
+    and stage 2's."""
+    kw = {"stage2_tasks": stage2_tasks, "stage2_n": stage2_n, "lam": lam, "generator": generator,
+          "bias_range": bias_range}
+    _stage_two_args(model, task, **kw)
+    basis = getattr(task, "basis", None)
+    if not isinstance(basis, Tensor) or basis.ndim != 2 or basis.shape[0] != model.dim:
+        raise ValueError(f"task must have a basis of shape (d={model.dim}, r) of its hidden subspace")
+    with torch.no_grad():
+        u = basis.to(model.W)
+        model.W.copy_(model.W @ u @ u.T)
+    stage_two_fit(model, task, **kw)
+
+
+def _stage_two_args(model: object, task: object, *, stage2_tasks: object, stage2_n: object, lam: object,
+                    generator: object, bias_range: object) -> None:
     if not isinstance(model, FeatureAttention):
         raise TypeError(f"model must be a FeatureAttention, got {type(model).__name__}")
     checks.task_family(task)
     checks.generator(generator)
-    for name, value in (("stage1_tasks", stage1_tasks), ("stage1_n", stage1_n), ("stage2_tasks", stage2_tasks),
-                        ("stage2_n", stage2_n)):
+    for name, value in (("stage2_tasks", stage2_tasks), ("stage2_n", stage2_n)):
         checks.positive_int(name, value)
     checks.nonnegative_float("lam", lam, strict=True)
-    bias_range = checks.nonnegative_float("bias_range", bias_range, strict=True)
-    one_step_feature_update(model, task, n_tasks=stage1_tasks, n=stage1_n, lr=1.0, weight_decay=1.0,
-                            generator=generator)
+    checks.nonnegative_float("bias_range", bias_range, strict=True)
+    checks.prompt_fits(torch.empty(0, device=generator.device), model)
+
+
+def stage_two_fit(
+    model: FeatureAttention,
+    task: TaskFamily,
+    *,
+    stage2_tasks: int,
+    stage2_n: int,
+    lam: float,
+    generator: torch.Generator,
+    bias_range: float = 1.0,
+) -> None:
+    """What follows stage 1 in :func:`two_stage_fit`, in place: rows of ``W`` rescaled to mean length one, biases
+    redrawn from ``U[-bias_range, bias_range]``, ``Gamma`` by :func:`fit_attention_ridge`. On a freshly initialized
+    model (unit rows) it is the control without stage 1: random features, the same stage 2."""
+    _stage_two_args(model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator,
+                    bias_range=bias_range)
     with torch.no_grad():
         model.W /= model.W.norm(dim=1).mean()
         model.b.uniform_(-bias_range, bias_range, generator=generator)
