@@ -12,6 +12,7 @@ import torch  # noqa: E402
 from icl_utils.plotting import (  # noqa: E402
     PALETTE,
     plot_error_panels,
+    plot_floor_by_width,
     plot_risk_against_examples,
     plot_sample_complexity,
     plot_subspace_mass,
@@ -166,6 +167,25 @@ def test_subspace_recovery_scales_the_tasks_by_each_power_of_d():
         plot_subspace_recovery({8: [8, 64, 128]}, {8: masses[8]})
     with pytest.raises(ValueError, match="same, non-empty set"):
         plot_subspace_recovery({8: [8, 64]}, {16: masses[16]})
+
+
+def test_floor_by_width_draws_medians_ranges_and_references():
+    floors = {"features in S": np.array([[0.5, 0.3, 0.2], [0.4, 0.2, 0.1], [0.6, 0.25, 0.15]]),
+              "random first layer": np.ones((3, 3))}
+    fig = plot_floor_by_width([8, 16, 32], floors, reference={"prompt-free": 0.65, "pretrained": 0.4})
+    (ax,) = fig.axes
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [0.5, 0.25, 0.15])  # the median over runs
+    assert ax.lines[0].get_color() != ax.lines[1].get_color()
+    assert [line.get_ydata()[0] for line in ax.lines[2:]] == [0.65, 0.4]
+    assert [line.get_linestyle() for line in ax.lines[2:]] == ["--", ":"]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert not unreadable(fig)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="shape"):
+        plot_floor_by_width([8, 16], floors)
+    with pytest.raises(ValueError, match="widths"):
+        plot_floor_by_width([8, -16, 32], floors)
+    plt.close("all")
 
 
 def test_sample_complexity_draws_estimates_with_intervals_and_slopes():
