@@ -621,11 +621,12 @@ def _seed_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
 
 def plot_floor_by_width(
     widths: Sequence[int], floors: Mapping[str, np.ndarray], *, reference: Mapping[str, float] | None = None,
-    ax: Axes | None = None,
+    points: Mapping[str, tuple[float, float]] | None = None, ax: Axes | None = None,
 ) -> Figure:
     """A model's floor (its risk with an infinitely long prompt) against its width ``m``, on log-log axes: one line
-    per way of setting the first layer (``floors[name]`` of shape ``(seeds, len(widths))``; median and range), and
-    horizontal reference levels (``reference``, e.g. the prompt-free risk)."""
+    per way of setting the first layer (``floors[name]`` of shape ``(seeds, len(widths))``; median and range),
+    horizontal reference levels (``reference``, e.g. the prompt-free risk) and single models as black markers
+    (``points[name] = (width, floor)``)."""
     widths = np.asarray(widths, dtype=float)
     if widths.ndim != 1 or widths.size < 2 or np.any(widths <= 0):
         raise ValueError(f"widths must be at least two positive numbers, got {widths.tolist()}")
@@ -637,6 +638,8 @@ def plot_floor_by_width(
             raise ValueError(f"floors[{name!r}] must have shape (seeds, {widths.size}), got {values.shape}")
         _seed_band(ax, widths, values, color=color, label=name)
     _reference_lines(ax, reference)
+    for (name, (width, value)), marker in zip((points or {}).items(), itertools.cycle("D^s")):
+        ax.plot([width], [value], marker=marker, color="black", linestyle="none", label=name)
     ax.set_xscale("log", base=2)
     ax.set_xticks(widths, [f"{w:g}" for w in widths])
     log_y(ax)

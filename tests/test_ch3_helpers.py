@@ -172,12 +172,15 @@ def test_subspace_recovery_scales_the_tasks_by_each_power_of_d():
 def test_floor_by_width_draws_medians_ranges_and_references():
     floors = {"features in S": np.array([[0.5, 0.3, 0.2], [0.4, 0.2, 0.1], [0.6, 0.25, 0.15]]),
               "random first layer": np.ones((3, 3))}
-    fig = plot_floor_by_width([8, 16, 32], floors, reference={"prompt-free": 0.65, "pretrained": 0.4})
+    fig = plot_floor_by_width([8, 16, 32], floors, reference={"prompt-free": 0.65, "E[y]": 1.1},
+                              points={"pretrained": (32, 0.4)})
     (ax,) = fig.axes
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [0.5, 0.25, 0.15])  # the median over runs
     assert ax.lines[0].get_color() != ax.lines[1].get_color()
-    assert [line.get_ydata()[0] for line in ax.lines[2:]] == [0.65, 0.4]
-    assert [line.get_linestyle() for line in ax.lines[2:]] == ["--", ":"]
+    assert [line.get_ydata()[0] for line in ax.lines[2:4]] == [0.65, 1.1]
+    assert [line.get_linestyle() for line in ax.lines[2:4]] == ["--", ":"]
+    assert list(ax.lines[4].get_xydata()[0]) == [32, 0.4] and ax.lines[4].get_marker() == "D"
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "pretrained"
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert not unreadable(fig)
     plt.close(fig)
