@@ -567,15 +567,20 @@ def plot_mean_field_training(steps: np.ndarray, losses_a: Mapping[str, np.ndarra
 
 def plot_readout_errors(steps: np.ndarray, learned: Mapping[str, np.ndarray], random: Mapping[str, np.ndarray],
                         teacher: Mapping[str, float], *, titles: Mapping[str, str] | None = None,
-                        figsize: tuple[float, float] | None = None) -> plt.Figure:
-    """One panel per task (the keys of ``learned``): the relative error of the best readout from the learned
-    features along training (``learned[task]``, ``(len(steps),)`` or ``(len(steps), S)`` for ``S`` students,
-    then their median and range), the range over random feature maps (a grey band, ``random[task]`` of any
-    length) and the teacher's features (``teacher[task]``, dashed)."""
+                        columns: int | None = None, figsize: tuple[float, float] | None = None) -> plt.Figure:
+    """One panel per task (the keys of ``learned``, in rows of ``columns`` panels; default one row): the relative
+    error of the best readout from the learned features along training (``learned[task]``, ``(len(steps),)`` or
+    ``(len(steps), S)`` for ``S`` students, then their median and range), the range over random feature maps (a
+    grey band, ``random[task]`` of any length) and the teacher's features (``teacher[task]``, dashed)."""
     if set(random) != set(learned) or set(teacher) != set(learned):
         raise ValueError("learned, random and teacher must name the same tasks")
-    fig, axes = plt.subplots(1, len(learned), figsize=_size(*(figsize or (5.5 * len(learned), 3.6))), squeeze=False)
-    for ax, name in zip(axes[0], learned):
+    columns = len(learned) if columns is None else checks.positive_int("columns", columns)
+    rows = -(-len(learned) // columns)
+    size = figsize or (5.5 * min(columns, len(learned)), 3.6 * rows)
+    fig, axes = plt.subplots(rows, min(columns, len(learned)), figsize=_size(*size), squeeze=False)
+    for ax in axes.flat[len(learned):]:
+        ax.set_visible(False)
+    for ax, name in zip(axes.flat, learned):
         _median_band(ax, steps, learned[name], color=MODEL_COLORS["static"], label="learned features")
         ax.axhspan(np.min(random[name]), np.max(random[name]), color="0.8", label="random features")
         ax.axhline(teacher[name], color="k", linestyle="--", linewidth=1, label="teacher features")

@@ -199,3 +199,11 @@ def test_figures_draw_what_they_show(problem):
     plt.close(fig)
     with pytest.raises(ValueError, match="same tasks"):
         plot_readout_errors(np.arange(3), {"a": np.ones(3)}, {}, {"a": 0.4})
+    tasks = {name: np.ones(3) for name in "abc"}
+    fig = plot_readout_errors(np.arange(3), tasks, {n: [0.5] for n in tasks}, {n: 0.4 for n in tasks}, columns=2)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(fig.axes) == 4 and [ax.get_title() for ax in visible] == ["task a", "task b", "task c"]
+    assert visible[0].get_position().y0 > visible[2].get_position().y0  # two rows: c below a
+    plt.close(fig)
+    with pytest.raises(ValueError, match="columns"):
+        plot_readout_errors(np.arange(3), tasks, {n: [0.5] for n in tasks}, {n: 0.4 for n in tasks}, columns=0)

@@ -13,11 +13,14 @@ from icl_utils.dynamics.mean_field import (
     descent_rotation,
     gp_perturbation,
     icl_loss,
+    icl_optimal_gamma,
     init_particles,
     mixture,
     near_singular,
     optimal_gamma,
     potential_hessians,
+    readout_error,
+    run_gradient_descent,
     static_loss,
     velocity,
 )
@@ -228,3 +231,59 @@ def test_bad_arguments_raise(call, error, match):
         warnings.simplefilter("ignore")
         with pytest.raises(error, match=match):
             call()
+
+
+def test_icl_optimal_gamma_minimizes_the_prompt_loss_per_student(sample):
+    """Autograd: the ICL loss's gradient in Gamma vanishes at icl_optimal_gamma, per student of a stack, and
+    moving Gamma raises the loss; with long prompts it nears the infinite-prompt optimum's loss (the control: the
+    identity, a Gamma that is not fitted, is worse)."""
+    teacher, _, _ = sample
+    data = FeaturePrompts.sample(teacher, 16, 32, torch.Generator().manual_seed(4), dtype=torch.float64)
+    particles = init_particles(24, D, K, torch.Generator().manual_seed(5), seeds=2).double()
+    x, y = data.x.expand(2, *data.x.shape), data.y.expand(2, *data.y.shape)
+    best = icl_optimal_gamma(particles, x, y).requires_grad_(True)
+    assert best.shape == (2, K, K)
+    loss = icl_loss(particles, best, x, y)
+    (grad,) = torch.autograd.grad(loss.sum(), best)
+    assert grad.abs().max() < 1e-6 * (1 + best.abs().max())
+    nudged = best.detach() + 0.05 * torch.randn(2, K, K, generator=torch.Generator().manual_seed(6),
+                                                dtype=best.dtype)
+    assert torch.all(icl_loss(particles, nudged, x, y) > loss)
+    eye = torch.eye(K, dtype=best.dtype).expand(2, K, K)
+    assert torch.all(icl_loss(particles, eye, x, y) > loss)
+    with pytest.raises(ValueError, match="at least 2 points"):
+        icl_optimal_gamma(particles, x[..., :1, :], y[..., :1])
+
+
+def test_attention_with_optimal_gamma_follows_the_static_flow_on_the_full_sample(sample):
+    """Full batch, Gamma at its optimum at every step: by the envelope theorem the particles' gradient is the static
+    loss's, so the two runs agree step for step (the control: Gamma trained jointly from I does not)."""
+    teacher, _, _ = sample
+    data = FeaturePrompts.sample(teacher, 8, 16, torch.Generator().manual_seed(7), dtype=torch.float64)
+    init = init_particles(20, D, K, torch.Generator().manual_seed(8)).double()
+    kw = dict(steps=30, eta=0.2, progress=False, record_every=10)
+    fast = run_gradient_descent("attention", data, init, gamma="optimal", **kw)
+    static = run_gradient_descent("static", data, init, **kw)
+    # one step's gradients agree to the solver's precision (~1e-7); 30 steps of size eta M = 4 amplify that
+    torch.testing.assert_close(fast.particles, static.particles, rtol=0, atol=1e-3)
+    torch.testing.assert_close(torch.as_tensor(fast.losses), torch.as_tensor(static.losses), rtol=1e-3, atol=0)
+    joint = run_gradient_descent("attention", data, init, gamma_lr=1.0, **kw)
+    assert (joint.particles - static.particles).abs().max() > 3e-2
+    with pytest.raises(ValueError, match="gamma must be"):
+        run_gradient_descent("attention", data, init, gamma="fast", **kw)
+    with pytest.raises(ValueError, match="for the attention model"):
+        run_gradient_descent("static", data, init, gamma="optimal", **kw)
+
+
+def test_centered_readout_error_removes_the_constant(sample):
+    """With a constant allowed, a task that is a constant plus noise has nothing left to explain beyond its mean:
+    the centered error of a constant-plus-a-feature task is 0 (the control: without a constant it is not), and the
+    centered error of noise independent of x is about 1 (Var g)."""
+    teacher, x, f = sample
+    particles = init_particles(32, D, K, torch.Generator().manual_seed(9)).double()
+    h = sigmoid_network(particles, x, K)
+    g = 5.0 + h[:, 0]
+    assert readout_error(particles, g, x, centered=True) < 1e-6
+    assert readout_error(particles, g, x) > 1e-4
+    noise = torch.randn(len(x), generator=torch.Generator().manual_seed(10), dtype=x.dtype)
+    assert 0.95 < readout_error(particles, 3.0 + noise, x, centered=True) <= 1.0

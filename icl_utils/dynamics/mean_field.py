@@ -106,6 +106,27 @@ def icl_loss(particles: Tensor, gamma: Tensor, x: Tensor, y: Tensor) -> Tensor:
     return (y - pred).square().mean((-1, -2))
 
 
+def icl_optimal_gamma(particles: Tensor, x: Tensor, y: Tensor, ridge: float = 1e-8) -> Tensor:
+    """The ``Gamma`` that minimizes :func:`icl_loss` on the given prompts, for the particles as they are: a least-squares
+    problem in the ``k^2`` entries of ``Gamma`` (``y_hat_j`` is linear in them), with ``ridge`` times the mean
+    eigenvalue of its Gram matrix. The fast timescale's limit on finite prompts; shapes as in :func:`icl_loss`,
+    ``(S, k, k)`` for stacked particles."""
+    if not isinstance(x, Tensor) or not isinstance(y, Tensor) or x.ndim < 3 or y.shape != x.shape[:-1]:
+        raise ValueError("x must be a tensor of prompts (..., B, n, d) and y their labels (..., B, n)")
+    if x.shape[-2] < 2:
+        raise ValueError("prompts need at least 2 points: each point's context is the others")
+    k = _student_k(particles, x)
+    lead = particles.shape[:-2]
+    h = sigmoid_network(particles.reshape(*lead, 1, *particles.shape[-2:]), x, k)  # (..., B, n, k)
+    total = (y[..., None] * h).sum(-2, keepdim=True)
+    context = (total - y[..., None] * h) / (x.shape[-2] - 1)
+    phi = (context[..., :, None] * h[..., None, :]).flatten(-2).flatten(-3, -2)  # (..., B n, k^2)
+    count = phi.shape[-2]
+    gram = phi.mT @ phi / count
+    rhs = phi.mT @ y.flatten(-2)[..., None] / count
+    return torch.linalg.solve(_regularized(gram, ridge), rhs).reshape(*lead, k, k)
+
+
 def optimal_gamma(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> Tensor:
     """The fast timescale's limit ``Gamma = (Sigma_{mu,mu} + ridge * tr(Sigma_{mu,mu})/k I)^-1``."""
     h = sigmoid_network(particles, x, k)
@@ -439,7 +460,7 @@ class MeanFieldRun:
 
 
 def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, steps: int, eta: float,
-                         batch: int | None = None, gamma_lr: float | None = None,
+                         batch: int | None = None, gamma_lr: float | None = None, gamma: str = "trained",
                          generator: torch.Generator | None = None, tolerance: float = 0.0,
                          birth_death: bool = True, perturbation: bool = True, eval_size: int | None = None,
                          record=None, record_every: int = 20, progress: bool = True,
@@ -453,7 +474,11 @@ def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, step
     the cloud independent of ``M``).
 
     - ``"attention"``: particles and ``Gamma`` (from ``I_k``, step ``gamma_lr``) jointly on :func:`icl_loss`
-      (full batch: on :func:`attention_loss`, the infinitely long prompts);
+      (full batch: on :func:`attention_loss`, the infinitely long prompts); with ``gamma="optimal"``, ``Gamma`` on
+      its own infinitely fast timescale instead, set at each step to its optimum for the step's prompts
+      (:func:`icl_optimal_gamma`; full batch: :func:`optimal_gamma`) and the particles moved on :func:`icl_loss` at
+      that ``Gamma``. Its recorded loss is then :func:`static_loss`, the features' loss at the best ``Gamma``: the
+      paper's two-timescale limit, on finite prompts;
     - ``"static"``: particles alone on :func:`static_loss` over the drawn prompts' inputs, ``Gamma`` at its
       optimum;
     - ``"modified"``: the static model with :class:`BirthDeathPerturbation` (patience 100 steps, threshold 1%, 5%
@@ -489,6 +514,32 @@ def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, step
             warnings.warn("Sigma_mu,mu is nearly singular: some student's features are nearly collinear; the inverse "
                           "uses a small ridge", RuntimeWarning, stacklevel=3)
 
+    if gamma not in ("trained", "optimal"):
+        raise ValueError(f"gamma must be 'trained' or 'optimal', got {gamma!r}")
+    if gamma == "optimal" and model != "attention":
+        raise ValueError("gamma='optimal' is for the attention model (the others have no Gamma of their own)")
+    if model == "attention" and gamma == "optimal":
+        if record is not None:
+            raise ValueError("record is for the static and modified models; the attention model records its loss")
+
+        def fast_fn(particles):
+            if batch is None:
+                x, f = data.x.flatten(0, 1), data.f.flatten(0, 1)
+                with torch.no_grad():
+                    best = optimal_gamma(particles, x, k)
+                return attention_loss(particles, best, f, x).sum()
+            drawn = data.draw(seeds, batch, generator)
+            x, y = (drawn.x[0], drawn.y[0]) if init.ndim == 2 else (drawn.x, drawn.y)
+            with torch.no_grad():
+                best = icl_optimal_gamma(particles, x, y)
+            return icl_loss(particles, best, x, y).sum()
+
+        def record_fast(particles):
+            check_conditioning(particles)
+            return {"loss": static_loss(particles, f_eval, x_eval, k)}
+
+        particles, history = gradient_descent(fast_fn, init, lr=eta * init.shape[-2], record=record_fast, **options)
+        return MeanFieldRun(particles, None, history, events=[])
     if model == "attention":
         if record is not None:
             raise ValueError("record is for the static and modified models; the attention model records its loss")
@@ -656,12 +707,16 @@ def path_losses(student: Tensor, teacher: Tensor, rotation: Tensor, s_values: np
     return np.array([static_loss(mixture(student, teacher, s, rotation), targets, x, k).item() for s in s_values])
 
 
-def readout_error(particles: Tensor, g: Tensor, x: Tensor) -> np.ndarray:
+def readout_error(particles: Tensor, g: Tensor, x: Tensor, centered: bool = False) -> np.ndarray:
     """The error of the best linear readout of ``g`` (shape ``(K,)``, values at the inputs ``x``, ``(K, d)``) from
     the features of ``particles``, relative to ``E g^2`` (the error of predicting zero): what linear attention with
     long prompts leaves of the task ``y = g(x)`` (the paper's Proposition 2.3; no constant, as the paper's linear
-    attention has none). One value per student for stacked particles ``(S, M, p)``."""
+    attention has none). With ``centered`` the readout may add a constant and the error is relative to ``Var g``
+    (the error of predicting the mean): what the features explain beyond a constant. One value per student for
+    stacked particles ``(S, M, p)``."""
     k = _student_k(particles, x)
     if not isinstance(g, Tensor) or g.shape != (x.shape[-2],):
         raise ValueError(f"g must be a tensor of shape ({x.shape[-2]},), one value per row of x")
-    return (static_loss(particles, g[:, None], x, k) / g.square().mean()).detach().cpu().numpy()
+    centered = checks.boolean("centered", centered)
+    scale = g.var(correction=0) if centered else g.square().mean()
+    return (static_loss(particles, g[:, None], x, k, centered=centered) / scale).detach().cpu().numpy()
