@@ -397,15 +397,16 @@ class FeaturePrompts:
     def sample(cls, teacher: object, count: int, length: int, generator: torch.Generator,
                dtype: torch.dtype | None = None) -> "FeaturePrompts":
         """``count`` prompts of ``length`` points each from ``teacher`` (a
-        :class:`~icl_utils.tasks.features.TeacherFeatures`), in ``dtype`` (by default the default dtype)."""
+        :class:`~icl_utils.tasks.features.TeacherFeatures`), drawn by the teacher's own sampler (its prompts of
+        ``length - 1`` examples and a query, all ``length`` points kept), in ``dtype`` (by default the default
+        dtype), with the teacher's features of every point."""
         count = checks.positive_int("count", count)
         length = checks.positive_int("length", length, minimum=2)
         generator = checks.generator(generator)
         dtype = torch.get_default_dtype() if dtype is None else dtype
-        x = torch.randn(count, length, teacher.dim, generator=generator, device=generator.device, dtype=dtype)
-        v = torch.randn(count, teacher.k, generator=generator, device=generator.device, dtype=dtype)
-        f = teacher.features(x)
-        return cls(x, f, (f * v[:, None, :]).sum(-1))
+        x, y = teacher.sample(count, length - 1, generator).points()
+        x, y = x.to(dtype), y.to(dtype)
+        return cls(x, teacher.features(x), y)
 
     def head(self, count: int) -> "FeaturePrompts":
         """The first ``count`` prompts."""
