@@ -184,6 +184,15 @@ def averaging(prompt: Prompt) -> Tensor:
     return one_step_gd(prompt, lr=1.0)
 
 
+def prompt_mean(prompt: Prompt) -> Tensor:
+    """The mean of the context's labels: a learner that reads the prompt but fits only a constant (zero when
+    ``n = 0``)."""
+    prompt = checks.prompt(prompt)
+    if prompt.n_context == 0:
+        return torch.zeros_like(prompt.y_query)
+    return prompt.y.mean(1)
+
+
 def nearest_neighbours(prompt: Prompt, k: int = 3) -> Tensor:
     """The mean label of the ``k`` context inputs nearest to the query (all of them when ``n < k``)."""
     prompt = checks.prompt(prompt)
@@ -199,17 +208,24 @@ def kernel_ridge(
     prompt: Prompt,
     lams: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0),
     bandwidth: float | tuple[float, ...] | None = None,
+    *,
+    additive: bool = False,
+    center: bool = False,
 ) -> Tensor:
     """Gaussian-kernel ridge regression on the prompt alone, tuned per prompt by leave-one-out: the prediction at
     each query of :func:`kernel_ridge_fit`."""
     prompt = checks.prompt(prompt)
-    return kernel_ridge_fit(prompt, lams, bandwidth)(prompt.x_query[:, None, :])[:, 0]
+    fitted = kernel_ridge_fit(prompt, lams, bandwidth, additive=additive, center=center)
+    return fitted(prompt.x_query[:, None, :])[:, 0]
 
 
 def kernel_ridge_fit(
     prompt: Prompt,
     lams: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0),
     bandwidth: float | tuple[float, ...] | None = None,
+    *,
+    additive: bool = False,
+    center: bool = False,
 ) -> Callable[[Tensor], Tensor]:
     """Gaussian-kernel ridge regression fitted to each prompt's examples, tuned per prompt by leave-one-out; returns
     the fitted functions, a map from inputs ``(B, Q, d)`` to predictions ``(B, Q)`` (prompt ``b``'s function at its
@@ -232,13 +248,17 @@ def kernel_ridge_fit(
         if not bandwidths:
             raise ValueError("bandwidth must be a positive number or a non-empty sequence of them")
         bandwidths = tuple(checks.nonnegative_float("bandwidth", h, strict=True) for h in bandwidths)
+    additive, center = checks.boolean("additive", additive), checks.boolean("center", center)
     x = prompt.x.double()
+    offset = prompt.y.double().mean(1) if center and prompt.n_context > 0 else x.new_zeros(prompt.batch_size)
+    if center:
+        prompt = Prompt(prompt.x, prompt.y - offset[:, None].to(prompt.y.dtype), prompt.x_query, prompt.y_query)
     if prompt.n_context == 0:
         alpha, width = x.new_zeros(prompt.batch_size, 0), x.new_ones(prompt.batch_size)
     else:
         # A chunk of prompts at a time: each holds several n x n kernels in float64.
         chunk = config.prompts_per_chunk(prompt.n_context * (prompt.n_context + prompt.dim))
-        fits = [_kernel_ridge(part, lams, bandwidths) for part in prompt.split(chunk)]
+        fits = [_kernel_ridge(part, lams, bandwidths, additive) for part in prompt.split(chunk)]
         alpha, width = torch.cat([a for a, _ in fits]), torch.cat([h for _, h in fits])
 
     def predict(inputs: Tensor) -> Tensor:
@@ -246,28 +266,40 @@ def kernel_ridge_fit(
                 inputs.shape[2] != prompt.dim):
             raise ValueError(f"inputs must have shape ({prompt.batch_size}, Q, {prompt.dim}), got "
                              f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}")
-        kernel = torch.exp(-torch.cdist(inputs.double(), x).square() / (2 * width[:, None, None] ** 2))
-        return (kernel @ alpha[..., None])[..., 0].to(inputs.dtype)
+        kernel = _gaussian_kernel(inputs.double(), x, width[:, None, None], additive)
+        return ((kernel @ alpha[..., None])[..., 0] + offset[:, None]).to(inputs.dtype)
 
     return predict
 
 
-def _kernel_ridge(prompt: Prompt, lams: tuple[float, ...], bandwidths: tuple[float, ...]) -> tuple[Tensor, Tensor]:
+def _gaussian_kernel(a: Tensor, b: Tensor, width: float | Tensor, additive: bool) -> Tensor:
+    """The Gaussian kernel between ``a`` (B, P, d) and ``b`` (B, Q, d), or its additive version, one coordinate at a
+    time so that no (B, P, Q, d) tensor is held."""
+    if not additive:
+        return torch.exp(-torch.cdist(a, b).square() / (2 * width**2))
+    out = torch.zeros(a.shape[0], a.shape[1], b.shape[1], dtype=a.dtype, device=a.device)
+    for k in range(a.shape[2]):
+        out += torch.exp(-(a[..., k, None] - b[..., None, :, k]).square() / (2 * width**2))
+    return out / a.shape[2]
+
+
+def _kernel_ridge(prompt: Prompt, lams: tuple[float, ...], bandwidths: tuple[float, ...],
+                  additive: bool) -> tuple[Tensor, Tensor]:
     """The dual weights ``alpha`` (B, n) and bandwidth (B,) that :func:`kernel_ridge_fit` picks on a chunk of
     prompts, its arguments checked."""
     x, y = prompt.x.double(), prompt.y.double()
-    sq_dist = torch.cdist(x, x).square()
-    eye = torch.eye(prompt.n_context, dtype=x.dtype, device=x.device)
     best_loo = torch.full_like(y[:, 0], float("inf"))
     best_alpha, best_width = torch.zeros_like(y), torch.ones_like(y[:, 0])
     for h in bandwidths:
-        kernel = torch.exp(-sq_dist / (2 * h * h))
+        # One eigendecomposition per bandwidth serves every penalty: (K + lam I)^-1 = U diag(1 / (e + lam)) U^T.
+        evals, evecs = torch.linalg.eigh(_gaussian_kernel(x, x, h, additive))
+        evals = evals.clamp(min=0)  # K is positive semi-definite; rounding can leave tiny negative eigenvalues
+        projected, squares = (evecs.transpose(1, 2) @ y[..., None])[..., 0], evecs.square()
         for lam in lams:
-            # Cholesky, not LU: K + lam I is positive definite, and torch 2.13's batched LU inverse on MKL returns
-            # garbage after an explicit torch.set_num_threads(2) (measured on these machines).
-            inv = torch.cholesky_inverse(torch.linalg.cholesky(kernel + lam * eye))
-            alpha = (inv @ y[..., None])[..., 0]
-            loo = (alpha / torch.diagonal(inv, dim1=1, dim2=2)).square().mean(1)
+            weights = 1 / (evals + lam)
+            alpha = (evecs @ (weights * projected)[..., None])[..., 0]
+            diagonal = (squares @ weights[..., None])[..., 0]  # [(K + lam I)^-1]_ii
+            loo = (alpha / diagonal).square().mean(1)
             better = loo < best_loo * (1 - 1e-9)  # a relative margin: ties (n = 1) break the same way at any y scale
             best_loo = torch.where(better, loo, best_loo)
             best_alpha = torch.where(better[:, None], alpha, best_alpha)

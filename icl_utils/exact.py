@@ -5,7 +5,8 @@
   there, :func:`best_gd_beta_risk`), and linear self-attention's :func:`lsa_risk` with its best weights
   :func:`optimal_lsa` and the risk there, :func:`best_lsa_risk` (chapter 4's approximation gap);
 * linear attention on a feature map over nonparametric tasks (chapter 1): :class:`AttentionMoments`,
-  :func:`attention_risk` and its minimizer :func:`attention_gamma`.
+  :func:`attention_risk` and its minimizer :func:`attention_gamma`; the Bayes oracle's excess risk given the design,
+  :func:`basis_bayes_excess`.
 """
 
 from __future__ import annotations
@@ -252,6 +253,36 @@ def bayes_risk(
     mean_excess = total / n_mc
     var = max(total_sq / n_mc - mean_excess**2, 0.0) * n_mc / (n_mc - 1)
     return noise + mean_excess, math.sqrt(var / n_mc)
+
+
+def basis_bayes_excess(task: object, n: int, designs: int, generator: torch.Generator) -> tuple[float, float]:
+    """The excess ICL risk of the Bayes oracle that knows the basis and the prior of a nonparametric ``task``,
+    exactly given each design: ``tr(Sigma_post(X) G)``, with the posterior covariance of the coefficients given the
+    ``n`` inputs ``X``, ``Sigma_post = (Lambda^-1 + Phi^T Phi / sigma^2)^-1``, and ``G = E f f^T`` (the identity for
+    an orthonormal basis). The posterior covariance does not involve the labels, so only the inputs are sampled:
+    ``designs`` draws; returns the mean and its standard error, from the spread over designs alone."""
+    if not isinstance(task, NonparametricTasks):
+        raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
+    if task.noise_var <= 0:
+        raise ValueError("task must have label noise (noise_std > 0): the posterior is then a proper Gaussian")
+    n = checks.positive_int("n", n)
+    designs = checks.positive_int("designs", designs, minimum=2)
+    checks.generator(generator)
+    nodes, basis = _quadrature(task, 4096 if task.dim == 1 else 2**15)
+    root = task.prior_var().sqrt()
+    # In the prior's coordinates, Sigma_post = root (I + A^T A / sigma^2)^-1 root with A = Phi root: eigenvalues at
+    # least one, where Lambda^-1 would reach j^(2s+1).
+    target = root[:, None] * (basis.T @ basis / nodes.shape[0]) * root
+    eye = torch.eye(task.n_basis, dtype=torch.float64)
+    chunk = config.prompts_per_chunk((n + task.n_basis) * task.n_basis)  # features and N x N matrices
+    excess = []
+    for start in range(0, designs, chunk):
+        x = torch.rand(min(chunk, designs - start), n, task.dim, generator=generator, device=generator.device)
+        a = task.features(x.double().cpu()) * root
+        inverse = torch.cholesky_inverse(torch.linalg.cholesky(eye + a.transpose(1, 2) @ a / task.noise_var))
+        excess.append((inverse * target).sum((1, 2)))  # tr(K^-1 target), both symmetric
+    excess = torch.cat(excess)
+    return excess.mean().item(), (excess.std() / math.sqrt(designs)).item()
 
 
 def best_attention_excess(moments: AttentionMoments, ns: object, noise_var: float):

@@ -363,3 +363,81 @@ def test_fit_slopes_is_fit_slope_per_seed():
     assert fit_slopes(xs, ys)[0] == pytest.approx(fit_slope(xs, ys[:, 0]))
     with pytest.raises(ValueError, match="shape"):
         fit_slopes(xs, ys[:3])
+
+
+@pytest.mark.parametrize(("dim", "order", "count"), [(1, 1, 6), (2, 1, 20), (2, 2, 30), (1, 0, 8)])
+def test_orthonormal_bsplines_are_orthonormal_and_span_the_raw_ones(dim, order, count):
+    """Under a product midpoint rule the Gram matrix is the identity (the knots fall between the cells), each
+    orthonormal function is a combination of the raw splines kept, and the raw system has fewer independent functions
+    than its count (the control: it is redundant)."""
+    task = NonparametricTasks(dim=dim, smoothness=1.0, basis="bspline", order=order, n_basis=count, orthonormal=True)
+    per_axis = {1: 4096, 2: 256}[dim]
+    grid = (torch.arange(per_axis, dtype=torch.float64) + 0.5) / per_axis
+    x = torch.stack(torch.meshgrid(*[grid] * dim, indexing="ij"), -1).reshape(-1, dim)
+    f = task.features(x)
+    gram = f.T @ f / len(x)
+    assert (gram - torch.eye(count, dtype=gram.dtype)).abs().max() < 2e-3
+    raw = NonparametricTasks(dim=dim, smoothness=1.0, basis="bspline", order=order, n_basis=count).features(x)
+    assert torch.linalg.matrix_rank(raw.T @ raw / len(x), rtol=1e-8) < count
+    levels = task.levels()
+    assert (levels[1:] >= levels[:-1]).all() and levels[0] == 0  # Gram-Schmidt keeps the order of the levels
+
+
+def test_orthonormal_bsplines_of_order_one_drop_what_level_zero_spans():
+    """In d = 4, level 0 has 2^4 = 16 functions and levels 0 and 1 together span 3^4 = 81: level 1 adds 65."""
+    task = NonparametricTasks(dim=4, smoothness=1.0, basis="bspline", order=1, n_basis=90, orthonormal=True)
+    assert torch.bincount(task.levels()).tolist() == [16, 65, 9]
+    with pytest.raises(ValueError, match="orthonormal applies to the bspline basis"):
+        NonparametricTasks(dim=1, smoothness=1.0, orthonormal=True)
+    with pytest.raises(TypeError, match="orthonormal"):
+        NonparametricTasks(dim=1, smoothness=1.0, basis="bspline", orthonormal="yes")
+
+
+@pytest.mark.parametrize("basis", ["fourier", "bspline"])
+def test_exact_oracle_excess_matches_the_posterior_mean_on_sampled_prompts(basis, gen):
+    """tr(Sigma_post(X) E f f^T), averaged over designs, against the squared error of the posterior mean on
+    noiseless queries; the exact version's spread over designs is far smaller than Monte Carlo's over prompts."""
+    from icl_utils.exact import basis_bayes_excess
+
+    task = NonparametricTasks(dim=1, smoothness=1.0, basis=basis, n_basis=24, noise_std=0.5, order=1)
+    exact, se = basis_bayes_excess(task, 32, 256, gen)
+    mc, mc_se = query_risk(task.posterior_mean, task.noiseless(), 32, 4096, gen)
+    assert abs(exact - mc) < 4 * mc_se + 4 * se
+    assert se * 256**0.5 < 0.2 * mc_se * 4096**0.5  # per draw: a design against a prompt
+    with pytest.raises(ValueError, match="label noise"):
+        basis_bayes_excess(NonparametricTasks(dim=1, smoothness=1.0, noise_std=0.0), 8, 4, gen)
+    with pytest.raises(ValueError, match="designs"):
+        basis_bayes_excess(task, 8, 1, gen)
+    with pytest.raises(TypeError, match="NonparametricTasks"):
+        basis_bayes_excess(object(), 8, 4, gen)
+
+
+def test_prompt_mean_excess_is_the_prompt_means_squared_error(gen):
+    from icl_utils.estimators import prompt_mean
+
+    task = NonparametricTasks(dim=2, smoothness=1.0, n_basis=20, noise_std=0.5)
+    mc, se = query_risk(prompt_mean, task.noiseless(), 8, 20_000, gen)
+    assert abs(task.prompt_mean_excess(8) - mc) < 4 * se
+    p = task.sample(3, 5, gen)
+    torch.testing.assert_close(prompt_mean(p), p.y.mean(1))
+    with pytest.raises(ValueError, match="fourier"):
+        NonparametricTasks(dim=1, smoothness=1.0, basis="bspline").prompt_mean_excess(4)
+    assert task.active_axes()[:5].tolist() == [0, 1, 1, 1, 1]
+
+
+def test_additive_and_centred_kernel_ridge(gen):
+    """On a sum of functions of one coordinate in d = 8, the additive kernel beats the Gaussian kernel on the same
+    prompts; centring fits a constant shift exactly (the control: without it the penalty shrinks the constant)."""
+    x = torch.rand(64, 65, 8, generator=gen, dtype=torch.float64)
+    y = torch.sin(2 * math.pi * x).sum(-1)
+    p = Prompt(x[:, :-1].float(), y[:, :-1].float(), x[:, -1].float(), y[:, -1].float())
+    err = lambda pred: (pred - p.y_query).square().mean().item()  # noqa: E731
+    additive = kernel_ridge(p, bandwidth=(0.1, 0.2, 0.4), additive=True, center=True)
+    gaussian = kernel_ridge(p, bandwidth=(0.5, 1.0, 2.0, 4.0), center=True)
+    assert err(additive) < 0.5 * err(gaussian)
+    shifted = Prompt(p.x, torch.full_like(p.y, 3.0), p.x_query, torch.full_like(p.y_query, 3.0))
+    centred = kernel_ridge(shifted, lams=(10.0,), bandwidth=0.5, center=True)
+    torch.testing.assert_close(centred, shifted.y_query)
+    assert (kernel_ridge(shifted, lams=(10.0,), bandwidth=0.5) - 3).abs().min() > 0.1
+    with pytest.raises(TypeError, match="additive"):
+        kernel_ridge(p, additive=1)

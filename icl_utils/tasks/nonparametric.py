@@ -14,7 +14,10 @@ basis) ball of order ``s``, where the minimax rate of regression from ``n`` exam
   barely meet the cube: unnormalized, ``N_2(x + 2)`` restricted to ``[0, 1]`` has norm 0.22 per axis, so in
   ``d = 8`` the first functions have norms of order ``1e-6`` and the tasks almost no signal. Not orthonormal:
   neighbouring shifts and levels overlap (the Gram matrix under uniform inputs is banded), which the oracle's
-  posterior mean takes into account.
+  posterior mean takes into account. Nor linearly independent: a level's splines span the previous level's.
+  ``orthonormal=True`` runs Gram-Schmidt on them in order, under the exact Gram matrix, and drops each function in
+  the span of those before it, so that the ``N`` functions are orthonormal and the prior's decay is that of an
+  orthonormal basis, as the rate theorem assumes.
 """
 
 from __future__ import annotations
@@ -115,10 +118,60 @@ def _bspline_indices(dim: int, count: int, order: int) -> list[tuple[int, tuple[
     return out[:count]
 
 
+def _bspline_gram(index: list[tuple[int, tuple[int, ...]]], order: int) -> Tensor:
+    """The exact Gram matrix ``E f_i f_j`` (float64) of the unnormalized tensor-product B-splines ``index`` under
+    uniform inputs on ``[0, 1]^d``: the product over axes of one-dimensional integrals, each by Gauss-Legendre on
+    the pieces of the finest level's knots, where a product of two splines is a polynomial of degree ``2m``."""
+    finest = max(a for a, _ in index)
+    nodes, weights = (torch.from_numpy(v) for v in np.polynomial.legendre.leggauss(order + 1))
+    pieces = torch.arange(2**finest, dtype=torch.float64)
+    x = ((pieces[:, None] + (nodes + 1) / 2) / 2**finest).reshape(-1)  # every node on [0, 1]
+    w = (weights / 2).repeat(2**finest) / 2**finest
+    axes = sorted({(a, b) for a, shifts in index for b in shifts})  # the one-dimensional splines used
+    row = {key: i for i, key in enumerate(axes)}
+    values = torch.stack([cardinal_bspline(2.0**a * x - b, order) for a, b in axes])
+    gram_1d = (values * w) @ values.T
+    gram = torch.ones(len(index), len(index), dtype=torch.float64)
+    for axis in range(len(index[0][1])):
+        rows = torch.tensor([row[a, shifts[axis]] for a, shifts in index])
+        gram = gram * gram_1d[rows[:, None], rows[None, :]]
+    return gram
+
+
+def _orthonormal_bsplines(dim: int, count: int, order: int,
+                          rtol: float = 1e-9) -> tuple[list[tuple[int, tuple[int, ...]]], Tensor]:
+    """Gram-Schmidt on the B-splines in their order: the first ``count`` of them not in the span of those before
+    (a residual norm above ``rtol`` of the function's), and the matrix ``M`` (float64, ``count x count``) such that
+    ``f_kept @ M`` is orthonormal under uniform inputs (``M = L^-T`` for the Cholesky factor ``L`` of their Gram
+    matrix). Levels are added until ``count`` functions are kept."""
+    levels = 1
+    while True:
+        candidates = _bspline_indices(dim, sum((order + 2**a) ** dim for a in range(levels)), order)
+        gram = _bspline_gram(candidates, order)
+        kept: list[int] = []
+        chol = torch.zeros(0, 0, dtype=torch.float64)
+        for j in range(len(candidates)):
+            v = gram[kept, j]
+            w = torch.linalg.solve_triangular(chol, v[:, None], upper=False)[:, 0] if kept else v
+            residual = gram[j, j] - w @ w
+            if residual > rtol * gram[j, j]:
+                size = len(kept)
+                grown = torch.zeros(size + 1, size + 1, dtype=torch.float64)
+                grown[:size, :size], grown[size, :size], grown[size, size] = chol, w, residual.sqrt()
+                chol = grown
+                kept.append(j)
+                if len(kept) == count:
+                    eye = torch.eye(count, dtype=torch.float64)
+                    inverse = torch.linalg.solve_triangular(chol, eye, upper=False)
+                    return [candidates[k] for k in kept], inverse.T
+        levels += 1
+
+
 @dataclass(frozen=True)
 class NonparametricTasks:
     """Tasks ``F = sum_{j <= n_basis} beta_j f_j`` with ``beta_j ~ N(0, j^(-2s-1))`` on inputs uniform in
-    ``[0, 1]^dim``; see the module docstring for the bases. ``order`` is the B-spline order ``m``. With
+    ``[0, 1]^dim``; see the module docstring for the bases. ``order`` is the B-spline order ``m``;
+    ``orthonormal`` (B-splines only) orthonormalizes them in order, dropping the redundant ones. With
     ``noiseless_query`` the query's label is ``F(x_query)`` itself, so that a squared error is the excess risk (the
     risk above the noise level) without the noise's Monte Carlo variance: :meth:`noiseless` gives that view."""
 
@@ -129,6 +182,7 @@ class NonparametricTasks:
     order: int = 2
     noise_std: float = 0.1
     noiseless_query: bool = False
+    orthonormal: bool = False
     _index: list = field(default=None, init=False, repr=False, compare=False)
     _fourier_table: Tensor = field(default=None, init=False, repr=False, compare=False)
     _fourier_count: int = field(default=0, init=False, repr=False, compare=False)
@@ -145,7 +199,16 @@ class NonparametricTasks:
         order = checks.positive_int("order", self.order, minimum=0)
         checks.nonnegative_float("noise_std", self.noise_std)
         checks.boolean("noiseless_query", self.noiseless_query)
-        index = _fourier_indices(dim, count) if self.basis == "fourier" else _bspline_indices(dim, count, order)
+        checks.boolean("orthonormal", self.orthonormal)
+        if self.orthonormal and self.basis != "bspline":
+            raise ValueError(f"orthonormal applies to the bspline basis (the {self.basis} basis is orthonormal)")
+        transform = None
+        if self.basis == "fourier":
+            index = _fourier_indices(dim, count)
+        elif self.orthonormal:
+            index, transform = _orthonormal_bsplines(dim, count, order)
+        else:
+            index = _bspline_indices(dim, count, order)
         object.__setattr__(self, "_index", index)
         if self.basis == "fourier":
             count = max(max(js) for js in index)  # e_1..e_count are needed along each axis
@@ -155,7 +218,10 @@ class NonparametricTasks:
         else:
             levels = torch.tensor([a for a, _ in index], dtype=torch.float64)
             norms = _bspline_norms(index, order)
-            object.__setattr__(self, "_bspline_table", (2.0**levels, torch.tensor([b for _, b in index]), norms))
+            if transform is not None:  # normalized splines in, orthonormal functions out
+                transform = norms[:, None] * transform
+            object.__setattr__(self, "_bspline_table",
+                               (2.0**levels, torch.tensor([b for _, b in index]), norms, transform))
 
     @property
     def noise_var(self) -> float:
@@ -172,6 +238,23 @@ class NonparametricTasks:
         if self.basis != "bspline":
             raise ValueError(f"levels are defined for the bspline basis, not {self.basis!r}")
         return torch.tensor([a for a, _ in self._index])
+
+    def active_axes(self) -> Tensor:
+        """How many coordinates each Fourier basis function depends on, shape ``(n_basis,)`` (int64): 0 for the
+        constant, 1 for a function of one coordinate (the additive part of the basis), and so on."""
+        if self.basis != "fourier":
+            raise ValueError(f"active_axes is defined for the fourier basis, not {self.basis!r}")
+        return (torch.tensor(self._index) > 1).sum(1)
+
+    def prompt_mean_excess(self, n: int) -> float:
+        """The exact excess risk of the prompt mean (:func:`~icl_utils.estimators.prompt_mean`) on ``n`` examples,
+        for the Fourier basis: ``f_1 = 1`` and every other function has mean zero, so ``E (F(x_q) - y_bar)^2 =
+        (sum_j lambda_j - lambda_1)(1 + 1/n) + sigma^2 / n``."""
+        if self.basis != "fourier":
+            raise ValueError(f"prompt_mean_excess is computed for the fourier basis, not {self.basis!r}")
+        n = checks.positive_int("n", n)
+        lam = self.prior_var()
+        return ((lam.sum() - lam[0]) * (1 + 1 / n)).item() + self.noise_var / n
 
     def prior_var(self) -> Tensor:
         """The variances ``j^(-2s-1)`` of the coefficients, float64, shape ``(n_basis,)``."""
@@ -204,9 +287,10 @@ class NonparametricTasks:
             return out.T.reshape(*x.shape[:-1], len(index))
         # Every function at once: the recursion of cardinal_bspline is elementwise, so it runs on the (..., N, d)
         # tensor of arguments 2^a x_k - b_k; a loop over the functions costs thousands of small ops per call.
-        scale, shift, norm = (t.to(x.device) for t in self._bspline_table)
-        arg = scale.to(x.dtype)[:, None] * x[..., None, :] - shift.to(x.dtype)
-        return cardinal_bspline(arg, self.order).prod(-1) / norm.to(x.dtype)
+        scale, shift, norm, transform = self._bspline_table
+        arg = scale.to(x.device, x.dtype)[:, None] * x[..., None, :] - shift.to(x.device, x.dtype)
+        out = cardinal_bspline(arg, self.order).prod(-1) / norm.to(x.device, x.dtype)
+        return out if transform is None else out @ transform.to(x.device, x.dtype)
 
     def sample(self, batch: int, n: int, generator: torch.Generator, weights: Tensor | None = None) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query on the generator's device; ``weights`` (shape
