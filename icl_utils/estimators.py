@@ -231,9 +231,10 @@ def kernel_ridge_fit(
     the fitted functions, a map from inputs ``(B, Q, d)`` to predictions ``(B, Q)`` (prompt ``b``'s function at its
     ``Q`` inputs).
 
-    The kernel is ``exp(-||x - x'||^2 / (2 h^2))`` with ``h = sqrt(d)`` unless ``bandwidth`` is given; a tuple of
-    bandwidths is tuned together with the penalty. For each pair ``(h, lam)`` the leave-one-out residuals have the
-    closed form ``alpha_i / [(K + lam I)^{-1}]_ii``; each prompt uses the pair with the smallest leave-one-out error.
+    The kernel is ``exp(-||x - x'||^2 / (2 h^2))`` with ``h = sqrt(d)`` (1 for the additive kernel) unless
+    ``bandwidth`` is given; a tuple of bandwidths is tuned together with the penalty. For each pair ``(h, lam)``
+    the leave-one-out residuals have the closed form ``alpha_i / [(K + lam I)^{-1}]_ii``; each prompt uses the pair
+    with the smallest leave-one-out error.
     """
     prompt = checks.prompt(prompt)
     if not isinstance(lams, (tuple, list)):
@@ -241,14 +242,14 @@ def kernel_ridge_fit(
     if not lams:
         raise ValueError("lams must be a non-empty tuple or list of positive penalties")
     lams = tuple(checks.nonnegative_float("lams", lam, strict=True) for lam in lams)
-    if bandwidth is None:
-        bandwidths = (prompt.dim**0.5,)
+    additive, center = checks.boolean("additive", additive), checks.boolean("center", center)
+    if bandwidth is None:  # the typical distance between two inputs: over all coordinates, or along one
+        bandwidths = (1.0 if additive else prompt.dim**0.5,)
     else:
         bandwidths = tuple(bandwidth) if isinstance(bandwidth, (tuple, list)) else (bandwidth,)
         if not bandwidths:
             raise ValueError("bandwidth must be a positive number or a non-empty sequence of them")
         bandwidths = tuple(checks.nonnegative_float("bandwidth", h, strict=True) for h in bandwidths)
-    additive, center = checks.boolean("additive", additive), checks.boolean("center", center)
     x = prompt.x.double()
     offset = prompt.y.double().mean(1) if center and prompt.n_context > 0 else x.new_zeros(prompt.batch_size)
     if center:

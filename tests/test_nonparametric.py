@@ -391,6 +391,8 @@ def test_orthonormal_bsplines_of_order_one_drop_what_level_zero_spans():
         NonparametricTasks(dim=1, smoothness=1.0, orthonormal=True)
     with pytest.raises(TypeError, match="orthonormal"):
         NonparametricTasks(dim=1, smoothness=1.0, basis="bspline", orthonormal="yes")
+    with pytest.raises(ValueError, match="n_basis=300 orthonormal B-splines in dim=8"):
+        NonparametricTasks(dim=8, smoothness=1.0, basis="bspline", order=1, n_basis=300, orthonormal=True)
 
 
 @pytest.mark.parametrize("basis", ["fourier", "bspline"])

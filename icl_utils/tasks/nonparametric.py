@@ -36,6 +36,7 @@ from icl_utils.prompts import Prompt
 
 BASES = ("fourier", "bspline")
 MAX_BASIS = 2**16
+MAX_CANDIDATES = 4096  # splines that orthonormal=True may examine
 
 
 def cardinal_bspline(x: Tensor, order: int) -> Tensor:
@@ -141,12 +142,16 @@ def _bspline_gram(index: list[tuple[int, tuple[int, ...]]], order: int) -> Tenso
 def _orthonormal_bsplines(dim: int, count: int, order: int,
                           rtol: float = 1e-9) -> tuple[list[tuple[int, tuple[int, ...]]], Tensor]:
     """Gram-Schmidt on the B-splines in their order: the first ``count`` of them not in the span of those before
-    (a residual norm above ``rtol`` of the function's), and the matrix ``M`` (float64, ``count x count``) such that
-    ``f_kept @ M`` is orthonormal under uniform inputs (``M = L^-T`` for the Cholesky factor ``L`` of their Gram
-    matrix). Levels are added until ``count`` functions are kept."""
+    (a squared residual norm above ``rtol`` times the function's squared norm), and the matrix ``M`` (float64,
+    ``count x count``) such that ``f_kept @ M`` is orthonormal under uniform inputs (``M = L^-T`` for the Cholesky
+    factor ``L`` of their Gram matrix). Levels are added until ``count`` functions are kept."""
     levels = 1
     while True:
-        candidates = _bspline_indices(dim, sum((order + 2**a) ** dim for a in range(levels)), order)
+        size = sum((order + 2**a) ** dim for a in range(levels))
+        if size > MAX_CANDIDATES:  # the Gram matrix of the candidates is size x size
+            raise ValueError(f"n_basis={count} orthonormal B-splines in dim={dim} need more than "
+                             f"{MAX_CANDIDATES} candidate splines; ask for fewer")
+        candidates = _bspline_indices(dim, size, order)
         gram = _bspline_gram(candidates, order)
         kept: list[int] = []
         chol = torch.zeros(0, 0, dtype=torch.float64)
