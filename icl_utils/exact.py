@@ -274,7 +274,9 @@ def basis_bayes_excess(task: object, n: int, designs: int, generator: torch.Gene
     # least one, where Lambda^-1 would reach j^(2s+1).
     target = root[:, None] * (basis.T @ basis / nodes.shape[0]) * root
     eye = torch.eye(task.n_basis, dtype=torch.float64)
-    chunk = config.prompts_per_chunk((n + task.n_basis) * task.n_basis)  # features and N x N matrices
+    # A design holds its n x N features (B-splines: a value per axis and 2^order temporaries each) and N x N matrices.
+    per_point = task.n_basis * (task.dim * 2**task.order if task.basis == "bspline" else 1)
+    chunk = config.prompts_per_chunk(n * per_point + task.n_basis**2)
     excess = []
     for start in range(0, designs, chunk):
         x = torch.rand(min(chunk, designs - start), n, task.dim, generator=generator, device=generator.device)

@@ -395,13 +395,14 @@ def test_orthonormal_bsplines_of_order_one_drop_what_level_zero_spans():
         NonparametricTasks(dim=8, smoothness=1.0, basis="bspline", order=1, n_basis=300, orthonormal=True)
 
 
-@pytest.mark.parametrize("basis", ["fourier", "bspline"])
-def test_exact_oracle_excess_matches_the_posterior_mean_on_sampled_prompts(basis, gen):
+@pytest.mark.parametrize(("basis", "dim"), [("fourier", 1), ("bspline", 1), ("bspline", 2)])
+def test_exact_oracle_excess_matches_the_posterior_mean_on_sampled_prompts(basis, dim, gen):
     """tr(Sigma_post(X) E f f^T), averaged over designs, against the squared error of the posterior mean on
     noiseless queries; the exact version's spread over designs is far smaller than Monte Carlo's over prompts."""
     from icl_utils.exact import basis_bayes_excess
 
-    task = NonparametricTasks(dim=1, smoothness=1.0, basis=basis, n_basis=24, noise_std=0.5, order=1)
+    task = NonparametricTasks(dim=dim, smoothness=1.0, basis=basis, n_basis=24, noise_std=0.5, order=1,
+                              orthonormal=dim > 1)
     exact, se = basis_bayes_excess(task, 32, 256, gen)
     mc, mc_se = query_risk(task.posterior_mean, task.noiseless(), 32, 4096, gen)
     assert abs(exact - mc) < 4 * mc_se + 4 * se
@@ -421,7 +422,10 @@ def test_prompt_mean_excess_is_the_prompt_means_squared_error(gen):
     mc, se = query_risk(prompt_mean, task.noiseless(), 8, 20_000, gen)
     assert abs(task.prompt_mean_excess(8) - mc) < 4 * se
     p = task.sample(3, 5, gen)
-    torch.testing.assert_close(prompt_mean(p), p.y.mean(1))
+    constant = Prompt(p.x, torch.full_like(p.y, 2.5), p.x_query, p.y_query)
+    torch.testing.assert_close(prompt_mean(constant), torch.full_like(p.y_query, 2.5))
+    empty = Prompt(p.x[:, :0], p.y[:, :0], p.x_query, p.y_query)
+    torch.testing.assert_close(prompt_mean(empty), torch.zeros_like(p.y_query))
     with pytest.raises(ValueError, match="fourier"):
         NonparametricTasks(dim=1, smoothness=1.0, basis="bspline").prompt_mean_excess(4)
     assert task.active_axes()[:5].tolist() == [0, 1, 1, 1, 1]
@@ -443,3 +447,28 @@ def test_additive_and_centred_kernel_ridge(gen):
     assert (kernel_ridge(shifted, lams=(10.0,), bandwidth=0.5) - 3).abs().min() > 0.1
     with pytest.raises(TypeError, match="additive"):
         kernel_ridge(p, additive=1)
+
+
+def test_kernel_ridge_picks_the_pair_with_the_smallest_explicit_leave_one_out_error(gen):
+    """The closed-form leave-one-out of the eigendecomposition against refits without each point: the tuned
+    prediction is that of the (bandwidth, penalty) pair whose explicit leave-one-out error is smallest."""
+    task = NonparametricTasks(dim=2, smoothness=1.0, n_basis=16, noise_std=0.3)
+    p = task.sample(4, 12, gen)
+    pairs = [(h, lam) for h in (0.1, 0.5, 2.0) for lam in (1e-2, 1.0)]
+    x, y = p.x.double(), p.y.double()
+
+    def fit(xs, ys, h, lam, at):
+        k = torch.exp(-torch.cdist(xs, xs).square() / (2 * h * h))
+        alpha = torch.linalg.solve(k + lam * torch.eye(len(xs), dtype=xs.dtype), ys)
+        return torch.exp(-torch.cdist(at, xs).square() / (2 * h * h)) @ alpha
+
+    tuned = kernel_ridge(p, lams=(1e-2, 1.0), bandwidth=(0.1, 0.5, 2.0))
+    for b in range(4):
+        loo = []
+        for h, lam in pairs:
+            keep = [[j for j in range(12) if j != i] for i in range(12)]
+            residuals = [y[b, i] - fit(x[b, k], y[b, k], h, lam, x[b, i : i + 1])[0] for i, k in enumerate(keep)]
+            loo.append(torch.stack(residuals).square().mean().item())
+        h, lam = pairs[int(np.argmin(loo))]
+        want = fit(x[b], y[b], h, lam, p.x_query[b : b + 1].double())[0]
+        assert abs(tuned[b].item() - want.item()) < 1e-5
