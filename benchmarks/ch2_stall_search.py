@@ -17,10 +17,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-import icl_utils
-from benchmarks.common import write_json
+from benchmarks.common import float64_cpu_generator, write_json
 from icl_utils.dynamics import mean_field as mf
 from icl_utils.tasks.features import TeacherFeatures
 
@@ -37,9 +35,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     s = SIZES
-    torch.set_default_dtype(torch.float64)
-    icl_utils.seed_everything(0)
-    gen = icl_utils.make_generator(0, "cpu")
+    gen = float64_cpu_generator(0)
     rows = []
     for rank, scale in itertools.product(args.ranks, args.scales):
         start = time.perf_counter()

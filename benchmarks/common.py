@@ -81,3 +81,13 @@ def write_json(path: Path, data: dict) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def float64_cpu_generator(seed: int = 0) -> torch.Generator:
+    """Float64 by default, every library seeded, and a CPU generator: the start of chapter 2's benchmarks, whose
+    mean-field dynamics run in float64 as the chapter does."""
+    import icl_utils
+
+    torch.set_default_dtype(torch.float64)
+    icl_utils.seed_everything(seed)
+    return icl_utils.make_generator(seed, "cpu")
