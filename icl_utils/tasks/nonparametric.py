@@ -144,32 +144,28 @@ def _orthonormal_bsplines(dim: int, count: int, order: int,
     """Gram-Schmidt on the B-splines in their order: the first ``count`` of them not in the span of those before
     (a squared residual norm above ``rtol`` times the function's squared norm), and the matrix ``M`` (float64,
     ``count x count``) such that ``f_kept @ M`` is orthonormal under uniform inputs (``M = L^-T`` for the Cholesky
-    factor ``L`` of their Gram matrix). Levels are added until ``count`` functions are kept."""
-    levels = 1
-    while True:
-        size = sum((order + 2**a) ** dim for a in range(levels))
-        if size > MAX_CANDIDATES:  # the Gram matrix of the candidates is size x size
-            raise ValueError(f"n_basis={count} orthonormal B-splines in dim={dim} need more than "
-                             f"{MAX_CANDIDATES} candidate splines; ask for fewer")
-        candidates = _bspline_indices(dim, size, order)
-        gram = _bspline_gram(candidates, order)
-        kept: list[int] = []
-        chol = torch.zeros(0, 0, dtype=torch.float64)
-        for j in range(len(candidates)):
-            v = gram[kept, j]
-            w = torch.linalg.solve_triangular(chol, v[:, None], upper=False)[:, 0] if kept else v
-            residual = gram[j, j] - w @ w
-            if residual > rtol * gram[j, j]:
-                size = len(kept)
-                grown = torch.zeros(size + 1, size + 1, dtype=torch.float64)
-                grown[:size, :size], grown[size, :size], grown[size, size] = chol, w, residual.sqrt()
-                chol = grown
-                kept.append(j)
-                if len(kept) == count:
-                    eye = torch.eye(count, dtype=torch.float64)
-                    inverse = torch.linalg.solve_triangular(chol, eye, upper=False)
-                    return [candidates[k] for k in kept], inverse.T
-        levels += 1
+    factor ``L`` of their Gram matrix). Levels ``0..a`` span the ``(m + 2^a)^d`` splines of level ``a``, so the
+    candidates are every spline up to the first level whose span holds ``count`` functions."""
+    last = next(a for a in itertools.count() if (order + 2**a) ** dim >= count)
+    size = sum((order + 2**a) ** dim for a in range(last + 1))
+    if size > MAX_CANDIDATES:  # the Gram matrix of the candidates is size x size
+        raise ValueError(f"n_basis={count} orthonormal B-splines in dim={dim} need more than "
+                         f"{MAX_CANDIDATES} candidate splines; ask for fewer")
+    candidates = _bspline_indices(dim, size, order)
+    gram = _bspline_gram(candidates, order)
+    chol = torch.zeros(count, count, dtype=torch.float64)
+    kept: list[int] = []
+    for j in range(size):
+        k = len(kept)
+        w = torch.linalg.solve_triangular(chol[:k, :k], gram[kept, j][:, None], upper=False)[:, 0]
+        residual = gram[j, j] - w @ w
+        if residual > rtol * gram[j, j]:
+            chol[k, :k], chol[k, k] = w, residual.sqrt()
+            kept.append(j)
+            if len(kept) == count:
+                break
+    inverse = torch.linalg.solve_triangular(chol, torch.eye(count, dtype=torch.float64), upper=False)
+    return [candidates[k] for k in kept], inverse.T
 
 
 @dataclass(frozen=True)
