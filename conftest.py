@@ -1,22 +1,36 @@
-"""Collect the jupytext notebooks in notebooks/ as nbval tests, with or without ``--nbval``.
+"""Collect the jupytext notebooks in notebooks/ as tests: the build's execution of a notebook when it is current,
+else nbval.
 
 nbval only collects ``.ipynb`` files. The book's notebooks are MyST-markdown text files that store no outputs, so
 this hook reads them with jupytext and runs every code cell in a kernel of the current environment: a cell that
 raises (a failed assertion included) fails its test. No ``.ipynb`` copy is written.
+
+The book's build executes every notebook already. When ``book/_ext/execution_stamp.py`` recorded that execution
+and nothing it depends on has changed since (the notebook, the package, the results files it reads, the mode and
+device settings, the installed versions), plain ``pytest`` checks that execution as nbval would, without running
+the notebook again: no cell has an error output, and the chapter's ledger, as its run wrote it, holds. ``pytest
+--nbval``, or a notebook without a current record, runs under nbval.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
 import jupytext
+import nbformat
 import nbval.plugin
 import pytest
 from nbval.plugin import IPyNbFile
 
+from icl_utils.config import CHAPTER_ENV
+
 NOTEBOOK_DIR = Path(__file__).parent / "notebooks"
+sys.path.insert(0, str(Path(__file__).parent / "book" / "_ext"))
+import execution_stamp  # noqa: E402
 
 
 class JupytextNotebook(IPyNbFile):
@@ -34,7 +48,12 @@ class JupytextNotebook(IPyNbFile):
             yield from super().collect()
 
     def setup(self):
-        # Run in the interpreter pytest runs in, whatever kernel the notebook's metadata names.
+        # Run in the interpreter pytest runs in, whatever kernel the notebook's metadata names, with the
+        # environment the build gives its kernels (pytest's own process keeps its own).
+        with mock.patch.dict(os.environ, CHAPTER_ENV):
+            self._setup_kernel()
+
+    def _setup_kernel(self):
         option = self.parent.config.option
         saved = option.nbval_current_env
         option.nbval_current_env = True
@@ -44,7 +63,40 @@ class JupytextNotebook(IPyNbFile):
             option.nbval_current_env = saved
 
 
+class BuiltNotebook(pytest.File):
+    """The build's execution of a notebook, current by its stamp: checked, not run again."""
+
+    def collect(self):
+        entry = execution_stamp.load()[self.path.stem]
+        nb = nbformat.read(execution_stamp.executed_path(self.path), as_version=4)
+        yield BuiltCells.from_parent(self, name="executed by the build: no error output", nb=nb)
+        if entry["ledger"] is not None or self.path.stem[:2].isdigit():
+            yield BuiltLedger.from_parent(self, name="executed by the build: its ledger holds", ledger=entry["ledger"])
+
+
+class BuiltCells(pytest.Item):
+    def __init__(self, *, nb, **kwargs):
+        super().__init__(**kwargs)
+        self.nb = nb
+
+    def runtest(self):
+        errors = execution_stamp.error_outputs(self.nb)
+        assert not errors, "the build's execution has error outputs: " + "; ".join(errors)
+
+
+class BuiltLedger(pytest.Item):
+    def __init__(self, *, ledger, **kwargs):
+        super().__init__(**kwargs)
+        self.ledger = ledger
+
+    def runtest(self):
+        problems = execution_stamp.ledger_problems(self.ledger)
+        assert not problems, "the build's ledger does not hold: " + "; ".join(problems)
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     if file_path.suffix == ".md" and file_path.parent == NOTEBOOK_DIR:
+        if not parent.config.getoption("nbval") and not execution_stamp.stale(file_path):
+            return BuiltNotebook.from_parent(parent, path=file_path)
         return JupytextNotebook.from_parent(parent, path=file_path)
     return None

@@ -17,7 +17,8 @@ steps, so one-time costs (graph capture, warm-up) cancel. Results go to
 ``results/train_speed-<device>.json``, which the book's performance appendix reads.
 
     python benchmarks/train_speed.py                  # the reference configuration on the GPU, if there is one
-    python benchmarks/train_speed.py --config small   # a small configuration on the CPU in seconds (CI runs it)
+    python benchmarks/train_speed.py --config small   # a small configuration on the CPU in about 100 s
+    python benchmarks/train_speed.py --config smoke --out /tmp   # every path in seconds (the unit test)
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ CONFIGS = {
                  ensemble=64, ensemble_steps=(200, 600)),
     "small": dict(dim=5, n_context=10, width=64, layers=2, heads=2, batch=16, lr=1e-4, steps=(20, 120),
                   ensemble=8, ensemble_steps=(10, 60)),
+    # the unit test's: every path of the script in seconds; its rates mean nothing (write it to a scratch --out)
+    "smoke": dict(dim=5, n_context=10, width=16, layers=1, heads=1, batch=4, lr=1e-4, steps=(2, 4),
+                  ensemble=2, ensemble_steps=(2, 4)),
 }
 
 

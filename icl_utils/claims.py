@@ -285,6 +285,26 @@ def run_facts() -> dict:
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
+def _git(*args: str) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def changed_since(commit: str, paths: Sequence[str] = ("notebooks", "icl_utils")) -> bool | None:
+    """Whether ``paths`` (folders of the repository) differ now, in the working tree, from ``commit`` (as a
+    results file records it, ``"+"`` marking uncommitted changes then): ``True`` when a result measured there may no
+    longer hold, ``None`` when git cannot say (no repository, an unknown commit)."""
+    commit = _text("commit", commit).removesuffix("+")
+    if isinstance(paths, str) or not all(isinstance(p, str) and p for p in paths):
+        raise TypeError("paths must be a sequence of folder names")
+    if not all(ch.isalnum() for ch in commit):
+        raise ValueError(f"commit must be a commit hash, got {commit!r}")
+    proc = _git("diff", "--quiet", commit, "--", *paths)
+    return None if proc is None or proc.returncode not in (0, 1) else proc.returncode == 1
+
+
 def _fmt(x: float | str) -> str:
     x = float(x)  # JSON holds infinities as "inf"
     if math.isinf(x):

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from icl_utils import claims
 from icl_utils.claims import Check, Claim, Control, Ledger, LedgerError, load, overview, table
 
 
@@ -137,3 +138,32 @@ def test_a_failing_ledger_is_written_as_failing_with_infinities_as_strings(tmp_p
     assert "the ledger fails" in overview(["05_z"], load(tmp_path))
     with pytest.raises(TypeError, match="chapters must be a sequence"):
         overview("05_z", {})
+
+
+def test_changed_since_compares_the_working_tree_with_the_commit(tmp_path, monkeypatch):
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    for folder in ("notebooks", "icl_utils", "book"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "a.txt").write_text("1")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "first")
+    commit = git("rev-parse", "--short", "HEAD")
+    monkeypatch.setattr(claims, "ROOT", tmp_path)
+    assert claims.changed_since(commit) is False
+    assert claims.changed_since(commit + "+") is False  # measured with uncommitted changes: the commit compared
+    (tmp_path / "book" / "a.txt").write_text("2")
+    assert claims.changed_since(commit) is False  # a folder not asked about
+    (tmp_path / "icl_utils" / "a.txt").write_text("2")  # uncommitted, as while a build runs
+    assert claims.changed_since(commit) is True
+    assert claims.changed_since(commit, ("notebooks",)) is False
+    assert claims.changed_since("deadbee") is None
+    with pytest.raises(ValueError, match="commit"):
+        claims.changed_since("HEAD; rm -rf")
+    with pytest.raises(TypeError, match="paths"):
+        claims.changed_since(commit, "icl_utils")
