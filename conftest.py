@@ -26,10 +26,10 @@ import nbval.plugin
 import pytest
 from nbval.plugin import IPyNbFile
 
-from icl_utils.config import CHAPTER_ENV
+from icl_utils.config import chapter_env
 
 NOTEBOOK_DIR = Path(__file__).parent / "notebooks"
-sys.path.insert(0, str(Path(__file__).parent / "book" / "_ext"))
+sys.path.append(str(Path(__file__).parent / "book" / "_ext"))
 import execution_stamp  # noqa: E402
 
 
@@ -50,7 +50,7 @@ class JupytextNotebook(IPyNbFile):
     def setup(self):
         # Run in the interpreter pytest runs in, whatever kernel the notebook's metadata names, with the
         # environment the build gives its kernels (pytest's own process keeps its own).
-        with mock.patch.dict(os.environ, CHAPTER_ENV):
+        with mock.patch.dict(os.environ, chapter_env(os.environ), clear=True):
             self._setup_kernel()
 
     def _setup_kernel(self):
@@ -64,14 +64,13 @@ class JupytextNotebook(IPyNbFile):
 
 
 class BuiltNotebook(pytest.File):
-    """The build's execution of a notebook, current by its stamp: checked, not run again."""
+    """The build's execution of a chapter, current by its stamp: checked, not run again."""
 
     def collect(self):
         entry = execution_stamp.load()[self.path.stem]
         nb = nbformat.read(execution_stamp.executed_path(self.path), as_version=4)
         yield BuiltCells.from_parent(self, name="executed by the build: no error output", nb=nb)
-        if entry["ledger"] is not None or self.path.stem[:2].isdigit():
-            yield BuiltLedger.from_parent(self, name="executed by the build: its ledger holds", ledger=entry["ledger"])
+        yield BuiltLedger.from_parent(self, name="executed by the build: its ledger holds", ledger=entry["ledger"])
 
 
 class BuiltCells(pytest.Item):

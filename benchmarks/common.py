@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import platform
 import re
 import subprocess
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+
+from icl_utils.claims import write_json  # noqa: F401  (the benchmarks' results files are written with it)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -54,33 +54,6 @@ def environment(device: torch.device) -> dict:
     if device.type == "cuda":
         info["cuda"] = torch.version.cuda
     return info
-
-
-def write_json(path: Path, data: dict) -> Path:
-    """Write ``data`` as JSON to ``path`` atomically: serialized first (a value JSON cannot hold fails before the
-    disk is touched), written to a temporary file in the same folder, flushed to the disk, then renamed over
-    ``path``, so that an interrupted run or a power cut never leaves a half-written results file. The file gets the
-    usual permissions (0666 less the umask, as ``open`` gives), and temporary files that a killed run left behind
-    for ``path`` are removed."""
-    path = Path(path)
-    text = json.dumps(data, indent=2) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # SIGKILL skips any cleanup
-        stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def float64_cpu_generator(seed: int = 0) -> torch.Generator:

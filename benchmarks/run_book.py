@@ -33,7 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.common import RESULTS, environment, slug, write_json  # noqa: E402
-from icl_utils.config import CHAPTER_ENV  # noqa: E402
+from icl_utils.config import chapter_env  # noqa: E402
 
 
 def convert(notebook: Path, folder: Path) -> Path:
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {args.jobs}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    env = {**os.environ, **CHAPTER_ENV, "ICL_MODE": args.mode, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",
+    env = {**os.environ, "ICL_MODE": args.mode, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     if args.jobs > 1:  # each chapter gets its share of the cores
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
     def run(notebook: Path, script: Path) -> dict:
         start = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, str(script)], cwd=notebook.parent, env=env,
+            proc = subprocess.run([sys.executable, str(script)], cwd=notebook.parent, env=chapter_env(env),
                                   capture_output=True, text=True, timeout=args.timeout)
             returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as err:

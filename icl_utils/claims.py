@@ -15,10 +15,12 @@ repository's root), which the "What reproduces" page reads.
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -243,18 +245,40 @@ class Ledger:
         """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically. Write
         before :meth:`verify`: a ledger that fails is then on record as failing, not left as an older run."""
         folder = claims_dir() if folder is None else Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{self.chapter}.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.record(), indent=1, allow_nan=False))
-        os.replace(tmp, path)
-        return path
+        return write_json(folder / f"{self.chapter}.json", self.record(), allow_nan=False)
 
     def table(self) -> str:
         """The ledger as a markdown table (MyST: the figure column holds ``{numref}`` roles)."""
         return table(self.claims)
 
     _repr_markdown_ = table
+
+
+def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -> Path:
+    """Write ``data`` as JSON to ``path`` atomically: serialized first (a value JSON cannot hold fails before the
+    disk is touched), written to a temporary file in the same folder, flushed to the disk, then renamed over
+    ``path``, so that an interrupted run or a power cut never leaves a half-written results file. The file gets the
+    usual permissions (0666 less the umask, as ``open`` gives), and temporary files that a killed run left behind
+    for ``path`` are removed."""
+    path = Path(path)
+    text = json.dumps(data, indent=2, allow_nan=allow_nan) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # SIGKILL skips any cleanup
+        stale.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file 0600
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def _finite_json(value: object) -> object:

@@ -27,10 +27,52 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 #: The environment the book's own runs give the Python processes that execute the chapters (the build's kernels,
 #: pytest's under nbval, ``benchmarks/run_book.py``'s scripts): glibc's ``malloc`` keeps freed memory instead of
 #: returning every large block to the kernel, which zeroes fresh pages on first write. The chapters allocate and
-#: free the same sizes step after step, and run 15-25% faster with it on the 2-core CPU. It is not set for a
+#: free the same sizes step after step, and ran 11-33% faster with it on the 2-core CPU (benchmarks/README.md). It is not set for a
 #: reader's own session, nor for the unit tests: kept blocks that glibc cannot reuse make the resident memory
 #: outgrow the memory in use (``tests/test_memory.py``'s bound fails with it). Other C libraries ignore it.
 CHAPTER_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "2147483647"}
+#: Added to :data:`CHAPTER_ENV` when other processes already keep the CPU busy (:func:`cpu_busy`): PyTorch's OpenMP
+#: threads then spin much less while they wait for each other. Spinning pays on a quiet machine (a thousandth of
+#: the default spin makes chapter 5 30% slower there) but not beside another job, which takes the core a spinning
+#: thread waits for: beside a 2-thread PyTorch job on the 2-core CPU, chapter 5's first cells took 40 s with the
+#: default and 18 s with this (7 s alone); ``OMP_WAIT_POLICY=PASSIVE`` gave 25 s, and 80% more alone.
+BUSY_ENV = {"GOMP_SPINCOUNT": "1000"}
+#: Cores' worth of CPU time that other processes must be using for :func:`chapter_env` to call the machine busy.
+BUSY_CORES = 0.5
+
+
+
+def cpu_busy(seconds: float = 0.3) -> float | None:
+    """How many cores' worth of CPU time the whole machine used over the next ``seconds`` (Linux's
+    ``/proc/stat``); ``None`` where there is no ``/proc/stat``."""
+    import time
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+        return sum(fields) - idle, sum(fields)
+
+    try:
+        busy0, total0 = sample()
+        time.sleep(seconds)
+        busy1, total1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return (busy1 - busy0) / max(total1 - total0, 1) * (os.cpu_count() or 1)
+
+
+def chapter_env(environ: dict[str, str] | os._Environ) -> dict[str, str]:
+    """The environment for a process that executes a chapter: ``environ`` with :data:`CHAPTER_ENV`, and with
+    :data:`BUSY_ENV` when the machine is busy now (measured by :func:`cpu_busy` while the caller waits) unless
+    ``environ`` sets OpenMP's waiting itself. Neither changes a number the chapter computes, only how fast."""
+    env = {**environ, **CHAPTER_ENV}
+    if "GOMP_SPINCOUNT" not in environ and "OMP_WAIT_POLICY" not in environ:
+        busy = cpu_busy()
+        if busy is not None and busy > BUSY_CORES:
+            env.update(BUSY_ENV)
+    return env
+
 
 MODES = ("quick", "full")
 #: Values computed at once by the loops that work through many prompts a chunk at a time (64 MB in float32):

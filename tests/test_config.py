@@ -1,7 +1,10 @@
+import os
+
 import pytest
 import torch
 
 from icl_utils import config
+from needs import need
 
 
 def test_default_mode_is_quick(monkeypatch):
@@ -72,3 +75,23 @@ def test_progress_setting_is_checked(monkeypatch):
     monkeypatch.setenv("ICL_PROGRESS", "yes")
     with pytest.raises(ValueError, match="ICL_PROGRESS must be 0 or 1"):
         config.show_progress()
+
+
+def test_cpu_busy_measures_the_whole_machine():
+    busy = config.cpu_busy(0.05)
+    need("Linux's /proc/stat", busy is not None)
+    assert 0.0 <= busy <= (os.cpu_count() or 1) + 1e-9
+
+
+@pytest.mark.parametrize("busy, spins", [(0.0, False), (config.BUSY_CORES + 0.1, True), (None, False)])
+def test_chapter_env_spins_less_only_on_a_busy_machine(monkeypatch, busy, spins):
+    monkeypatch.setattr(config, "cpu_busy", lambda seconds=0.3: busy)
+    env = config.chapter_env({"PATH": "/bin"})
+    assert env["PATH"] == "/bin" and all(env[k] == v for k, v in config.CHAPTER_ENV.items())
+    assert ("GOMP_SPINCOUNT" in env) == spins
+
+
+@pytest.mark.parametrize("own", [{"GOMP_SPINCOUNT": "300000"}, {"OMP_WAIT_POLICY": "ACTIVE"}])
+def test_chapter_env_keeps_the_users_own_openmp_waiting(monkeypatch, own):
+    monkeypatch.setattr(config, "cpu_busy", lambda seconds=0.3: 2.0)
+    assert config.chapter_env(own) == {**own, **config.CHAPTER_ENV}

@@ -6,8 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 import execution_stamp as es  # noqa: E402
 
 
@@ -23,8 +24,9 @@ def repo(tmp_path, monkeypatch):
     monkeypatch.setattr(es, "BUILD", tmp_path / "_build")
     monkeypatch.setattr(es, "RECORD", tmp_path / "_build" / "execution.json")
     monkeypatch.setattr(es, "versions", lambda: "python==3.11\ntorch==2.13.0")
-    for name in es.SETTINGS:
+    for name in ("ICL_MODE", "ICL_DEVICE"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(es.config, "get_device", lambda: torch.device("cpu"))
     notebook = tmp_path / "notebooks" / "01_ch.md"
     executed = es.executed_path(notebook)
     executed.parent.mkdir(parents=True)
@@ -44,7 +46,7 @@ def test_a_current_execution_is_reused(repo):
     (lambda nb, mp: (es.ROOT / "icl_utils" / "b.py").write_text(""), "package"),
     (lambda nb, mp: (es.ROOT / "benchmarks" / "results" / "r.json").write_text('{"new": 1}'), "results"),
     (lambda nb, mp: mp.setenv("ICL_MODE", "full"), "settings"),
-    (lambda nb, mp: mp.setenv("ICL_DEVICE", "cuda"), "settings"),
+    (lambda nb, mp: mp.setattr(es.config, "get_device", lambda: torch.device("cuda", 0)), "settings"),
     (lambda nb, mp: mp.setattr(es, "versions", lambda: "python==3.11\ntorch==2.14.0"), "versions"),
 ])
 def test_each_change_executes_the_notebook_again(repo, monkeypatch, change, part):
@@ -52,9 +54,26 @@ def test_each_change_executes_the_notebook_again(repo, monkeypatch, change, part
     assert es.stale(repo) == f"changed since the build: {part}"
 
 
-def test_the_progress_setting_changes_nothing(repo, monkeypatch):
+def test_settings_that_change_nothing_keep_it_current(repo, monkeypatch):
     monkeypatch.setenv("ICL_PROGRESS", "0")
+    monkeypatch.setenv("ICL_MODE", "quick")  # the default, spelled out
+    (es.ROOT / "icl_utils" / ".#a.py").symlink_to(es.ROOT / "nowhere")  # an editor's dangling lock file
     assert es.stale(repo) == ""
+
+
+def test_only_chapters_are_reused(repo):
+    page = es.NOTEBOOKS / "performance.md"
+    page.write_text("# appendix\n")
+    assert es.stale(page) == "not a chapter: it reads what the build writes"
+
+
+def test_a_record_of_another_shape_is_no_record(repo):
+    es.RECORD.write_text('["01_ch"]')
+    assert es.load() == {}
+    es.RECORD.write_text('{"01_ch": {"stamp": 1}}')
+    assert es.stale(repo) == "the build did not record executing it"
+    es.RECORD.write_text("{not json")
+    assert es.stale(repo) == "the build did not record executing it"
 
 
 def test_no_record_or_another_executed_file_executes_it_again(repo):
@@ -66,12 +85,15 @@ def test_no_record_or_another_executed_file_executes_it_again(repo):
 
 
 def test_an_error_output_fails_the_reused_execution():
-    ok = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "stream", "name": "stdout", "text": "1"}]},
+    ok = {"cells": [{"cell_type": "code", "source": "print(1)", "execution_count": 1,
+                     "outputs": [{"output_type": "stream", "name": "stdout", "text": "1"}]},
                     {"cell_type": "markdown", "source": "text"}]}
-    failed = {"cells": [*ok["cells"], {"cell_type": "code", "outputs": [
+    failed = {"cells": [*ok["cells"], {"cell_type": "code", "source": "check()", "execution_count": 2, "outputs": [
         {"output_type": "error", "ename": "AssertionError", "evalue": "risk 0.3 > 0.2", "traceback": []}]}]}
     assert es.error_outputs(ok) == []
     assert es.error_outputs(failed) == ["cell 2: AssertionError: risk 0.3 > 0.2"]
+    cut_short = {"cells": [{"cell_type": "code", "source": "train()", "execution_count": None, "outputs": []}]}
+    assert es.error_outputs(cut_short) == ["cell 0: not executed"]
 
 
 def test_a_ledger_with_a_problem_fails_the_reused_execution():

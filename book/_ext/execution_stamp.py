@@ -1,12 +1,14 @@
 """Record which notebooks the build executed, and from what, so that ``pytest`` can check those executions
 instead of running every notebook a second time.
 
-A notebook's *stamp* hashes everything its outputs depend on: its own source, the package's source, the results
-files the pages read (``benchmarks/results``), the run's settings (``ICL_MODE``, ``ICL_DEVICE``), Python's version
-and every installed distribution's version. When the build reads (and so executes) a notebook under
-``notebooks/``, this extension takes its stamp; when the build finishes, it writes ``_build/execution.json``
-with, for each notebook executed, that stamp, the executed notebook's hash and the ledger the run wrote. A
-notebook whose inputs changed while the build ran gets no record.
+Only the chapters (``notebooks/NN_*.md``) are recorded: the appendix pages read what the build itself writes
+(the chapters' ledgers, their times), so they run under nbval again, in seconds. A chapter's *stamp* hashes
+everything its outputs depend on: its own source, the package's source, the results files it reads
+(``benchmarks/results``), the mode and device it runs in, Python's version and every installed distribution's
+version. When the build reads (and so executes) a chapter, this extension takes its stamp; when the build
+finishes, it writes ``_build/execution.json`` with, for each chapter that myst-nb executed in this build and
+reports as succeeded, that stamp, the executed notebook's hash and the ledger the run wrote (in its mode). A
+chapter whose inputs changed while the build ran gets no record.
 
 ``conftest.py`` reuses a recorded execution only when the notebook's stamp *now* equals the recorded one and the
 executed notebook is the file recorded; anything else, or ``pytest --nbval``, executes the notebook under nbval.
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
+
+from icl_utils import config
+from icl_utils.claims import claims_dir, write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -29,13 +33,11 @@ RECORD = BUILD / "execution.json"
 #: Each notebook's execution time in the current build, written as each one finishes, so that the performance
 #: appendix, executed after the chapters, shows this build's times.
 TIMES = BUILD / "execution-times.json"
-#: The settings that change what a notebook computes (``ICL_PROGRESS`` only hides progress bars).
-SETTINGS = ("ICL_MODE", "ICL_DEVICE")
 
 
 def _digest(paths: list[Path]) -> str:
     h = hashlib.sha256()
-    for path in sorted(paths):
+    for path in sorted(p for p in paths if p.is_file()):  # not an editor's dangling lock file
         h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -50,15 +52,23 @@ def versions() -> str:
     return "\n".join([f"python=={sys.version.split()[0]}", *dists])
 
 
-def stamp(notebook: Path, env: dict[str, str] | None = None) -> dict[str, str]:
-    """What ``notebook``'s execution depends on, each part hashed, under the settings in ``env`` (default
-    ``os.environ``)."""
-    env = os.environ if env is None else env
+def settings() -> str:
+    """The mode and device a notebook would run in now (``ICL_MODE``, ``ICL_DEVICE``, CUDA's presence), as the
+    package resolves them; ``ICL_PROGRESS`` only hides progress bars."""
+    return json.dumps({"mode": config.mode(), "device": str(config.get_device())})
+
+
+def is_chapter(notebook: Path) -> bool:
+    return notebook.parent == NOTEBOOKS and notebook.suffix == ".md" and notebook.stem[:2].isdigit()
+
+
+def stamp(notebook: Path) -> dict[str, str]:
+    """What ``notebook``'s execution depends on, each part hashed."""
     return {
         "notebook": file_hash(notebook),
         "package": _digest(list((ROOT / "icl_utils").rglob("*.py"))),
         "results": _digest(list((ROOT / "benchmarks" / "results").glob("*.json"))),
-        "settings": json.dumps({k: env.get(k, "").strip().lower() for k in SETTINGS}),
+        "settings": settings(),
         "versions": hashlib.sha256(versions().encode()).hexdigest(),
     }
 
@@ -69,7 +79,7 @@ def executed_path(notebook: Path) -> Path:
 
 
 def ledger_path(notebook: Path) -> Path:
-    return BUILD / "claims" / f"{notebook.stem}.json"
+    return claims_dir() / f"{notebook.stem}.json"
 
 
 def _read_json(path: Path) -> dict:
@@ -79,20 +89,20 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
-def _write_json(path: Path, value: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(value, indent=1))
-    os.replace(tmp, path)
-
-
 def load() -> dict[str, dict]:
-    """The build's record, ``{}`` when there is none."""
-    return _read_json(RECORD)
+    """The build's record, ``{}`` when there is none; entries of another shape are left out."""
+    record = _read_json(RECORD)
+    if not isinstance(record, dict):
+        return {}
+    return {name: entry for name, entry in record.items() if isinstance(entry, dict)
+            and isinstance(entry.get("stamp"), dict) and isinstance(entry.get("executed"), str)
+            and isinstance(entry.get("ledger"), (dict, type(None)))}
 
 
 def stale(notebook: Path, record: dict[str, dict] | None = None) -> str:
     """Why the build's execution of ``notebook`` cannot stand for running it now; ``""`` when it can."""
+    if not is_chapter(notebook):
+        return "not a chapter: it reads what the build writes"
     entry = (load() if record is None else record).get(notebook.stem)
     if entry is None:
         return "the build did not record executing it"
@@ -107,9 +117,17 @@ def stale(notebook: Path, record: dict[str, dict] | None = None) -> str:
 
 
 def error_outputs(nb: dict) -> list[str]:
-    """Each error output of an executed notebook, as ``cell i: name: value`` (what fails a cell under nbval)."""
-    return [f"cell {i}: {out.get('ename')}: {out.get('evalue')}" for i, cell in enumerate(nb["cells"])
-            if cell["cell_type"] == "code" for out in cell.get("outputs", []) if out["output_type"] == "error"]
+    """Each error output of an executed notebook, as ``cell i: name: value`` (what fails a cell under nbval), and
+    each code cell that was not executed (a run cut short leaves no error output)."""
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        found += [f"cell {i}: {out.get('ename')}: {out.get('evalue')}" for out in cell.get("outputs", [])
+                  if out["output_type"] == "error"]
+        if "".join(cell.get("source", "")).strip() and cell.get("execution_count") is None:
+            found.append(f"cell {i}: not executed")
+    return found
 
 
 def ledger_problems(ledger: dict | None) -> list[str]:
@@ -122,42 +140,56 @@ def ledger_problems(ledger: dict | None) -> list[str]:
 
 
 def setup(app):
+    from myst_nb.sphinx_ import NbMetadataCollector
+
     taken: dict[str, dict] = {}
 
     def on_read(app, docname: str, source: list[str]) -> None:
         path = Path(app.env.doc2path(docname))
-        if path.parent == NOTEBOOKS and path.suffix == ".md":
-            taken[path.stem] = {"stamp": stamp(path), "read_at": time.time()}
+        if is_chapter(path):
+            taken[path.stem] = {"docname": docname, "stamp": stamp(path), "read_at": time.time()}
+
+    def executed_here(entry: dict) -> dict | None:
+        """myst-nb's record of executing the chapter in this build, if it ran to the end."""
+        data = NbMetadataCollector.get_exec_data(app.env, entry["docname"])
+        if not data or not data["succeeded"] or data["method"] != "force" or data["mtime"] < entry["read_at"]:
+            return None
+        return data
 
     def on_parsed(app, doctree) -> None:
         name = Path(app.env.doc2path(app.env.docname)).stem
-        if name not in taken or "seconds" in taken[name]:
+        data = executed_here(taken[name]) if name in taken else None
+        if data is None:
             return
-        taken[name]["seconds"] = time.time() - taken[name]["read_at"]
         times = _read_json(TIMES)
-        if times.get("build") != started:  # a file from an earlier build
+        if not isinstance(times, dict) or times.get("build") != started:  # a file from an earlier build
             times = {"build": started, "notebooks": {}}
-        times["notebooks"][name] = {"seconds": round(taken[name]["seconds"], 1),
-                                    "mode": os.environ.get("ICL_MODE", "quick").strip().lower() or "quick"}
-        _write_json(TIMES, times)
+        times["notebooks"][name] = {"seconds": round(data["runtime"] or 0.0, 1), "mode": config.mode()}
+        write_json(TIMES, times)
 
     def on_finished(app, exception) -> None:
-        if exception is not None or not taken:
+        if not taken:
             return
         record = load()
         for name, entry in taken.items():
             notebook = NOTEBOOKS / f"{name}.md"
             record.pop(name, None)
-            executed, ledger = executed_path(notebook), ledger_path(notebook)
-            if not executed.exists() or stamp(notebook) != entry["stamp"]:
-                continue
-            fresh = ledger.exists() and ledger.stat().st_mtime >= entry["read_at"]
-            record[name] = {"stamp": entry["stamp"], "executed": file_hash(executed),
-                            "ledger": json.loads(ledger.read_text()) if fresh else None}
-        _write_json(RECORD, record)
+            executed, ledger = executed_path(notebook), _ledger(ledger_path(notebook), entry["read_at"])
+            if (exception is None and executed_here(entry) and executed.exists()
+                    and stamp(notebook) == entry["stamp"]):
+                record[name] = {"stamp": entry["stamp"], "executed": file_hash(executed), "ledger": ledger}
+        write_json(RECORD, record)
 
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     app.connect("source-read", on_read)
     app.connect("doctree-read", on_parsed)
     app.connect("build-finished", on_finished)
     return {"parallel_read_safe": False, "parallel_write_safe": True}
+
+
+def _ledger(path: Path, since: float) -> dict | None:
+    """The ledger at ``path`` if a run in this mode wrote it after ``since``, else ``None``."""
+    if not path.exists() or path.stat().st_mtime < since:
+        return None
+    ledger = _read_json(path)
+    return ledger if isinstance(ledger, dict) and ledger.get("mode") == config.mode() else None
