@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from importlib import metadata
@@ -164,13 +165,15 @@ def setup(app):
         times = _read_json(TIMES)
         if not isinstance(times, dict) or times.get("build") != started:  # a file from an earlier build
             times = {"build": started, "notebooks": {}}
-        times["notebooks"][name] = {"seconds": round(data["runtime"] or 0.0, 1), "mode": config.mode()}
+        times["notebooks"][name] = {"seconds": round(data["runtime"] or 0.0, 1), "mode": config.mode(),
+                                    # set by quiet_build.py when the machine was busy as the kernel started
+                                    "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "default")}
         write_json(TIMES, times)
 
     def on_finished(app, exception) -> None:
         if not taken:
             return
-        record = load()
+        record = {name: entry for name, entry in load().items() if is_chapter(NOTEBOOKS / f"{name}.md")}
         for name, entry in taken.items():
             notebook = NOTEBOOKS / f"{name}.md"
             record.pop(name, None)
@@ -180,7 +183,24 @@ def setup(app):
                 record[name] = {"stamp": entry["stamp"], "executed": file_hash(executed), "ledger": ledger}
         write_json(RECORD, record)
 
+    def on_outdated(app, env, added, changed, removed) -> list[str]:
+        """Sphinx re-reads (and so myst-nb executes) only notebooks whose own source changed: add the chapters
+        whose recorded execution is not current (a change in the package, say), and then the appendix pages,
+        which read what the chapters write."""
+        record, chapters, pages = load(), [], []
+        for path in sorted(NOTEBOOKS.glob("*.md")):
+            docname = env.path2doc(str(path))
+            if docname is None or docname in added or docname in changed:
+                continue
+            if not is_chapter(path):
+                pages.append(docname)
+            elif stale(path, record):
+                chapters.append(docname)
+        rerun = chapters or any(str(d).startswith("notebooks/") for d in (*added, *changed))
+        return chapters + (pages if rerun else [])
+
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    app.connect("env-get-outdated", on_outdated)
     app.connect("source-read", on_read)
     app.connect("doctree-read", on_parsed)
     app.connect("build-finished", on_finished)
