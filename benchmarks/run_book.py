@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> dict:
                 "log_tail": (stderr if returncode else stdout)[-2000:]}
 
     with tempfile.TemporaryDirectory() as tmp:
+        # the chapters' ledgers go beside the scripts, not over the build's in _build/claims
+        env.setdefault("ICL_CLAIMS_DIR", str(Path(tmp) / "claims"))
         scripts = [args.scripts.resolve() / f"{nb.stem}.py" if args.scripts else convert(nb, Path(tmp))
                    for nb in notebooks]
         start = time.perf_counter()
