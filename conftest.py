@@ -95,7 +95,8 @@ class BuiltLedger(pytest.Item):
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     if file_path.suffix == ".md" and file_path.parent == NOTEBOOK_DIR:
-        if not parent.config.getoption("nbval") and not execution_stamp.stale(file_path):
+        option = parent.config.option
+        if not (option.nbval or option.nbval_lax) and not execution_stamp.stale(file_path):
             return BuiltNotebook.from_parent(parent, path=file_path)
         return JupytextNotebook.from_parent(parent, path=file_path)
     return None

@@ -73,9 +73,10 @@ def main(argv: list[str] | None = None) -> dict:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
 
     def run(notebook: Path, script: Path) -> dict:
+        child_env = chapter_env(env)  # measures the machine's load before the chapter's clock starts
         start = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, str(script)], cwd=notebook.parent, env=chapter_env(env),
+            proc = subprocess.run([sys.executable, str(script)], cwd=notebook.parent, env=child_env,
                                   capture_output=True, text=True, timeout=args.timeout)
             returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as err:
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> dict:
         # A passing chapter's printed numbers are on stdout; a failing one's traceback is on stderr (where the
         # progress bars also go, so a passing chapter's stderr is not worth keeping).
         return {"notebook": notebook.stem, "seconds": seconds, "returncode": returncode,
+                "GOMP_SPINCOUNT": child_env.get("GOMP_SPINCOUNT", "default"),
                 "log_tail": (stderr if returncode else stdout)[-2000:]}
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -317,12 +317,14 @@ def _git(*args: str) -> subprocess.CompletedProcess | None:
 
 
 def changed_since(commit: str, paths: Sequence[str] = ("notebooks", "icl_utils")) -> bool | None:
-    """Whether ``paths`` (folders of the repository) differ now, in the working tree, from ``commit`` (as a
-    results file records it, ``"+"`` marking uncommitted changes then): ``True`` when a result measured there may no
-    longer hold, ``None`` when git cannot say (no repository, an unknown commit)."""
-    commit = _text("commit", commit).removesuffix("+")
+    """Whether ``paths`` (files or folders of the repository) differ now, in the working tree, from ``commit`` (as
+    a results file records it): ``True`` when a result measured there may no longer hold, ``None`` when git cannot
+    say (no repository, an unknown commit, or a commit marked ``"+"``: measured with uncommitted changes)."""
+    commit = _text("commit", commit)
     if isinstance(paths, str) or not all(isinstance(p, str) and p for p in paths):
-        raise TypeError("paths must be a sequence of folder names")
+        raise TypeError("paths must be a sequence of file or folder names")
+    if commit.endswith("+"):
+        return None
     if not all(ch.isalnum() for ch in commit):
         raise ValueError(f"commit must be a commit hash, got {commit!r}")
     proc = _git("diff", "--quiet", commit, "--", *paths)

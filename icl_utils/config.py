@@ -32,14 +32,14 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 #: outgrow the memory in use (``tests/test_memory.py``'s bound fails with it). Other C libraries ignore it.
 CHAPTER_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "2147483647"}
 #: Added to :data:`CHAPTER_ENV` when other processes already keep the CPU busy (:func:`cpu_busy`): PyTorch's OpenMP
-#: threads then spin much less while they wait for each other. Spinning pays on a quiet machine (a thousandth of
-#: the default spin makes chapter 5 30% slower there) but not beside another job, which takes the core a spinning
-#: thread waits for: beside a 2-thread PyTorch job on the 2-core CPU, chapter 5's first cells took 40 s with the
-#: default and 18 s with this (7 s alone); ``OMP_WAIT_POLICY=PASSIVE`` gave 25 s, and 80% more alone.
+#: threads then spin much less while they wait for each other. Spinning pays on a quiet machine (1/300 of libgomp's
+#: default spin made chapter 5's first two cells 30% slower there) but not beside another job, which takes the core
+#: a spinning thread waits for: beside a 2-thread PyTorch job on the 2-core CPU, those cells took 40 s with the
+#: default and 18 s with this (7 s alone); ``OMP_WAIT_POLICY=PASSIVE`` gave 25 s, and 80% more alone. ``/proc/stat``
+#: counts the whole host: in a container that shares it, its neighbours' load counts too.
 BUSY_ENV = {"GOMP_SPINCOUNT": "1000"}
 #: Cores' worth of CPU time that other processes must be using for :func:`chapter_env` to call the machine busy.
 BUSY_CORES = 0.5
-
 
 
 def cpu_busy(seconds: float = 0.3) -> float | None:

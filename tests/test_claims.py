@@ -156,12 +156,13 @@ def test_changed_since_compares_the_working_tree_with_the_commit(tmp_path, monke
     commit = git("rev-parse", "--short", "HEAD")
     monkeypatch.setattr(claims, "ROOT", tmp_path)
     assert claims.changed_since(commit) is False
-    assert claims.changed_since(commit + "+") is False  # measured with uncommitted changes: the commit compared
+    assert claims.changed_since(commit + "+") is None  # measured with uncommitted changes: cannot tell
     (tmp_path / "book" / "a.txt").write_text("2")
     assert claims.changed_since(commit) is False  # a folder not asked about
     (tmp_path / "icl_utils" / "a.txt").write_text("2")  # uncommitted, as while a build runs
     assert claims.changed_since(commit) is True
     assert claims.changed_since(commit, ("notebooks",)) is False
+    assert claims.changed_since(commit, ("notebooks/a.txt", "icl_utils/a.txt")) is True
     assert claims.changed_since("deadbee") is None
     with pytest.raises(ValueError, match="commit"):
         claims.changed_since("HEAD; rm -rf")

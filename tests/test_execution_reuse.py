@@ -102,3 +102,20 @@ def test_a_ledger_with_a_problem_fails_the_reused_execution():
     assert es.ledger_problems({**holds, "problems": ["rate: 0.3 fails < 0.2"]}) == ["rate: 0.3 fails < 0.2"]
     assert es.ledger_problems({"claims": [], "problems": []}) == ["the ledger holds no claim"]
     assert es.ledger_problems(None) == ["the execution wrote no ledger"]
+
+
+def test_an_incremental_build_rereads_stale_chapters_then_the_appendix_pages(repo):
+    page = es.NOTEBOOKS / "performance.md"
+    page.write_text("# appendix\n")
+    (es.NOTEBOOKS / "02_next.md").write_text("# a chapter the build has not recorded\n")
+
+    def path2doc(path):
+        return "notebooks/" + Path(path).stem
+
+    assert es.to_reread(path2doc, set(), set(), set()) == ["notebooks/02_next", "notebooks/performance"]
+    (es.NOTEBOOKS / "02_next.md").unlink()
+    assert es.to_reread(path2doc, set(), set(), set()) == []  # everything current: nothing more to read
+    assert es.to_reread(path2doc, set(), {"notebooks/01_ch"}, set()) == ["notebooks/performance"]
+    assert es.to_reread(path2doc, set(), set(), {"notebooks/03_gone"}) == ["notebooks/performance"]
+    (es.ROOT / "icl_utils" / "a.py").write_text("x = 2\n")
+    assert es.to_reread(path2doc, set(), set(), set()) == ["notebooks/01_ch", "notebooks/performance"]

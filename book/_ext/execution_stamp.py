@@ -55,8 +55,12 @@ def versions() -> str:
 
 def settings() -> str:
     """The mode and device a notebook would run in now (``ICL_MODE``, ``ICL_DEVICE``, CUDA's presence), as the
-    package resolves them; ``ICL_PROGRESS`` only hides progress bars."""
-    return json.dumps({"mode": config.mode(), "device": str(config.get_device())})
+    package resolves them, and PyTorch's CPU threads (they order its parallel sums); ``ICL_PROGRESS`` only hides
+    progress bars. The CPU's model is not part of it: a build and a test run on two machines of one kind (CI's
+    two jobs) reuse the execution, though their last digits may differ."""
+    import torch
+
+    return json.dumps({"mode": config.mode(), "device": str(config.get_device()), "threads": torch.get_num_threads()})
 
 
 def is_chapter(notebook: Path) -> bool:
@@ -163,9 +167,13 @@ def setup(app):
         if data is None:
             return
         times = _read_json(TIMES)
-        if not isinstance(times, dict) or times.get("build") != started:  # a file from an earlier build
-            times = {"build": started, "notebooks": {}}
+        if not isinstance(times, dict) or not isinstance(times.get("notebooks"), dict):
+            times = {"notebooks": {}}
+        # chapters an incremental build does not execute keep the time of the build that last did
+        times["build"] = started
+        times["notebooks"] = {k: v for k, v in times["notebooks"].items() if (NOTEBOOKS / f"{k}.md").exists()}
         times["notebooks"][name] = {"seconds": round(data["runtime"] or 0.0, 1), "mode": config.mode(),
+                                    "build": started,
                                     # set by quiet_build.py when the machine was busy as the kernel started
                                     "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "default")}
         write_json(TIMES, times)
@@ -173,7 +181,8 @@ def setup(app):
     def on_finished(app, exception) -> None:
         if not taken:
             return
-        record = {name: entry for name, entry in load().items() if is_chapter(NOTEBOOKS / f"{name}.md")}
+        record = {name: entry for name, entry in load().items()
+                  if is_chapter(NOTEBOOKS / f"{name}.md") and (NOTEBOOKS / f"{name}.md").exists()}
         for name, entry in taken.items():
             notebook = NOTEBOOKS / f"{name}.md"
             record.pop(name, None)
@@ -184,20 +193,7 @@ def setup(app):
         write_json(RECORD, record)
 
     def on_outdated(app, env, added, changed, removed) -> list[str]:
-        """Sphinx re-reads (and so myst-nb executes) only notebooks whose own source changed: add the chapters
-        whose recorded execution is not current (a change in the package, say), and then the appendix pages,
-        which read what the chapters write."""
-        record, chapters, pages = load(), [], []
-        for path in sorted(NOTEBOOKS.glob("*.md")):
-            docname = env.path2doc(str(path))
-            if docname is None or docname in added or docname in changed:
-                continue
-            if not is_chapter(path):
-                pages.append(docname)
-            elif stale(path, record):
-                chapters.append(docname)
-        rerun = chapters or any(str(d).startswith("notebooks/") for d in (*added, *changed))
-        return chapters + (pages if rerun else [])
+        return to_reread(env.path2doc, added, changed, removed)
 
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     app.connect("env-get-outdated", on_outdated)
@@ -205,6 +201,24 @@ def setup(app):
     app.connect("doctree-read", on_parsed)
     app.connect("build-finished", on_finished)
     return {"parallel_read_safe": False, "parallel_write_safe": True}
+
+
+def to_reread(path2doc, added, changed, removed) -> list[str]:
+    """What Sphinx should read again beyond the notebooks whose own source changed (``added``, ``changed``,
+    ``removed``: docnames): the chapters whose recorded execution is not current (a change in the package, say),
+    and then the appendix pages, which read what the chapters write. ``path2doc`` maps a file to its docname
+    (``None`` outside the book)."""
+    record, chapters, pages = load(), [], []
+    for path in sorted(NOTEBOOKS.glob("*.md")):
+        docname = path2doc(str(path))
+        if docname is None or docname in added or docname in changed:
+            continue
+        if not is_chapter(path):
+            pages.append(docname)
+        elif stale(path, record):
+            chapters.append(docname)
+    rerun = chapters or any(str(d).startswith("notebooks/") for d in (*added, *changed, *removed))
+    return chapters + (pages if rerun else [])
 
 
 def _ledger(path: Path, since: float) -> dict | None:

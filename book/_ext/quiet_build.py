@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from icl_utils.config import BUSY_ENV, chapter_env
+from icl_utils.config import BUSY_ENV, CHAPTER_ENV, chapter_env
 
 
 def setup(app):
@@ -24,10 +24,11 @@ def setup(app):
         if not docname.startswith("notebooks/"):
             return
         env = chapter_env(original)
-        for name in BUSY_ENV:
-            if name not in env:
+        for name in (*CHAPTER_ENV, *BUSY_ENV):  # only these: the rest of the environment is left as it is
+            if name in env:
+                os.environ[name] = env[name]
+            else:
                 os.environ.pop(name, None)
-        os.environ.update(env)
 
     app.connect("source-read", before_kernel)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
