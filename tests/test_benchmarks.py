@@ -111,7 +111,9 @@ def test_run_book_times_each_notebook_and_fails_on_a_failed_claim(tmp_path):
 
 
 def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_path):
-    write_notebooks(tmp_path / "nb", a_ok="import os\nprint(os.environ['OMP_NUM_THREADS'])",
+    # the short chapter takes 3 s, so that side by side beats one after the other by more than the load probes
+    # (config.chapter_env's, outside each chapter's clock) add to the wall time
+    write_notebooks(tmp_path / "nb", a_ok="import os, time\nprint(os.environ['OMP_NUM_THREADS'])\ntime.sleep(3)",
                     b_slow="print('started', flush=True)\nimport time\ntime.sleep(60)")
     args = ["--mode", "quick", "--notebooks", str(tmp_path / "nb"), "--out", str(tmp_path), "--jobs", "2",
             "--timeout", "10"]
