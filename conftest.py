@@ -69,28 +69,21 @@ class BuiltNotebook(pytest.File):
     def collect(self):
         entry = execution_stamp.load()[self.path.stem]
         nb = nbformat.read(execution_stamp.executed_path(self.path), as_version=4)
-        yield BuiltCells.from_parent(self, name="executed by the build: no error output", nb=nb)
-        yield BuiltLedger.from_parent(self, name="executed by the build: its ledger holds", ledger=entry["ledger"])
+        yield BuiltCheck.from_parent(self, name="executed by the build: no error output",
+                                     problems=execution_stamp.error_outputs(nb))
+        yield BuiltCheck.from_parent(self, name="executed by the build: its ledger holds",
+                                     problems=execution_stamp.ledger_problems(entry["ledger"]))
 
 
-class BuiltCells(pytest.Item):
-    def __init__(self, *, nb, **kwargs):
+class BuiltCheck(pytest.Item):
+    """One check of the build's execution; it fails on the problems found."""
+
+    def __init__(self, *, problems: list[str], **kwargs):
         super().__init__(**kwargs)
-        self.nb = nb
+        self.problems = problems
 
     def runtest(self):
-        errors = execution_stamp.error_outputs(self.nb)
-        assert not errors, "the build's execution has error outputs: " + "; ".join(errors)
-
-
-class BuiltLedger(pytest.Item):
-    def __init__(self, *, ledger, **kwargs):
-        super().__init__(**kwargs)
-        self.ledger = ledger
-
-    def runtest(self):
-        problems = execution_stamp.ledger_problems(self.ledger)
-        assert not problems, "the build's ledger does not hold: " + "; ".join(problems)
+        assert not self.problems, "the build's execution fails this check: " + "; ".join(self.problems)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
