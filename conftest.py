@@ -69,10 +69,14 @@ class BuiltNotebook(pytest.File):
     def collect(self):
         entry = execution_stamp.load()[self.path.stem]
         nb = nbformat.read(execution_stamp.executed_path(self.path), as_version=4)
-        yield BuiltCheck.from_parent(self, name="executed by the build: no error output",
-                                     problems=execution_stamp.error_outputs(nb))
-        yield BuiltCheck.from_parent(self, name="executed by the build: its ledger holds",
-                                     problems=execution_stamp.ledger_problems(entry["ledger"]))
+        yield BuiltCheck.from_parent(
+            self, name="executed by the build: no error output", problems=execution_stamp.error_outputs(nb)
+        )
+        yield BuiltCheck.from_parent(
+            self,
+            name="executed by the build: its ledger holds",
+            problems=execution_stamp.ledger_problems(entry["ledger"]),
+        )
 
 
 class BuiltCheck(pytest.Item):

@@ -48,14 +48,28 @@ def main() -> None:
     for steps, model, hist in zip(args.steps, models, histories):
         curve = mean_and_band(model_errors(model, test))[0]
         lam, distance = effective_ridge(curve, test, LAMS)
-        rows.append({"steps": steps, "plateau": float((curve[d + 1:2 * d + 1] / d).max()),
-                     "error_at_d": float(curve[d] / d), "effective_lambda": lam, "rms_distance": distance / d,
-                     "final_loss": float(hist.smoothed()[-1]), "seconds": hist.seconds})
+        rows.append(
+            {
+                "steps": steps,
+                "plateau": float((curve[d + 1 : 2 * d + 1] / d).max()),
+                "error_at_d": float(curve[d] / d),
+                "effective_lambda": lam,
+                "rms_distance": distance / d,
+                "final_loss": float(hist.smoothed()[-1]),
+                "seconds": hist.seconds,
+            }
+        )
         print(rows[-1])
-    write_json(args.out / "ch0-training-length-cpu.json", {
-        "what": __doc__.splitlines()[0], "model": dataclasses.asdict(MODEL),
-        "train": {k: v for k, v in dataclasses.asdict(TRAIN).items() if k != "steps"}, "seed": SEED,
-        "rows": rows})
+    write_json(
+        args.out / "ch0-training-length-cpu.json",
+        {
+            "what": __doc__.splitlines()[0],
+            "model": dataclasses.asdict(MODEL),
+            "train": {k: v for k, v in dataclasses.asdict(TRAIN).items() if k != "steps"},
+            "seed": SEED,
+            "rows": rows,
+        },
+    )
 
 
 if __name__ == "__main__":

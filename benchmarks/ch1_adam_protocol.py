@@ -31,10 +31,21 @@ from icl_utils.train import TrainConfig, fit_features_exact, train
 
 PAPER = {"n": 512, "tasks": 512, "width": 32, "hidden": 32, "lr": 0.02, "epochs": 50, "batch": 32}
 # name: what differs from the paper's protocol
-VARIANTS = {"paper": {}, "lr 0.002": {"lr": 0.002}, "lr 0.002, 500 epochs": {"lr": 0.002, "epochs": 500},
-            "fresh prompts, lr 0.002": {"lr": 0.002, "epochs": 500, "tasks": None}}
-TASK = {"dim": 4, "smoothness": 1.0, "basis": "bspline", "order": 1, "n_basis": 64, "noise_std": 0.5,
-        "orthonormal": True}
+VARIANTS = {
+    "paper": {},
+    "lr 0.002": {"lr": 0.002},
+    "lr 0.002, 500 epochs": {"lr": 0.002, "epochs": 500},
+    "fresh prompts, lr 0.002": {"lr": 0.002, "epochs": 500, "tasks": None},
+}
+TASK = {
+    "dim": 4,
+    "smoothness": 1.0,
+    "basis": "bspline",
+    "order": 1,
+    "n_basis": 64,
+    "noise_std": 0.5,
+    "orthonormal": True,
+}
 INPUT_SCALE, POINTS = 10.0, 2**15  # the chapter's first-layer scale and evaluation nodes
 
 
@@ -49,8 +60,12 @@ def scores(model: MLPAttention, task: NonparametricTasks, n: int) -> dict:
         cov = torch.cov(phi.T)
         evals = torch.linalg.eigvalsh(cov).clamp(min=0)
         mean_share = phi.mean(0).square().sum() / phi.square().sum(1).mean()
-    return {"own_gamma": own, "best_gamma": best, "effective_rank": (evals.sum() ** 2 / evals.square().sum()).item(),
-            "mean_share": mean_share.item()}
+    return {
+        "own_gamma": own,
+        "best_gamma": best,
+        "effective_rank": (evals.sum() ** 2 / evals.square().sum()).item(),
+        "mean_share": mean_share.item(),
+    }
 
 
 def main() -> None:
@@ -63,10 +78,15 @@ def main() -> None:
     dev = torch.device(args.device)
     task = NonparametricTasks(**TASK)
     n = PAPER["n"]
-    true = float(best_attention_excess(AttentionMoments.of(task.features, task, points=POINTS), [n],
-                                       task.noise_var)[0])
-    out = {"environment": environment(dev), "paper": PAPER, "task": TASK, "variants": VARIANTS,
-           "true_basis": true, "runs": {}}
+    true = float(best_attention_excess(AttentionMoments.of(task.features, task, points=POINTS), [n], task.noise_var)[0])
+    out = {
+        "environment": environment(dev),
+        "paper": PAPER,
+        "task": TASK,
+        "variants": VARIANTS,
+        "true_basis": true,
+        "runs": {},
+    }
     path = args.out / f"ch1-adam-protocol-{slug(dev)}.json"
 
     def model(seed: int) -> MLPAttention:
@@ -87,13 +107,20 @@ def main() -> None:
                 steps = p["epochs"] * p["tasks"] // p["batch"]
             config = TrainConfig(steps=steps, batch_size=p["batch"], n_context=n, lr=p["lr"], cuda_graph=False)
             history = train(m, source, config, generator=gen, progress=False)
-            rows.append({**scores(m, task, n), "final_loss": float(history.losses[-50:].mean()),
-                         "seconds": time.perf_counter() - start})
+            rows.append(
+                {
+                    **scores(m, task, n),
+                    "final_loss": float(history.losses[-50:].mean()),
+                    "seconds": time.perf_counter() - start,
+                }
+            )
         out["runs"][name] = rows
         med = {k: float(np.median([r[k] for r in rows])) for k in rows[0]}
-        print(f"{name:>26}: own Gamma {med['own_gamma']:.4f}, best Gamma {med['best_gamma']:.4f}, "
-              f"rank {med['effective_rank']:.1f}, mean share {med['mean_share']:.2f} ({med['seconds']:.0f} s/run)",
-              flush=True)
+        print(
+            f"{name:>26}: own Gamma {med['own_gamma']:.4f}, best Gamma {med['best_gamma']:.4f}, "
+            f"rank {med['effective_rank']:.1f}, mean share {med['mean_share']:.2f} ({med['seconds']:.0f} s/run)",
+            flush=True,
+        )
         write_json(path, out)  # after every variant: an interrupted run keeps what it measured
     rows = []
     for seed in range(args.seeds):
@@ -103,8 +130,11 @@ def main() -> None:
         rows.append({**scores(m, task, n), "seconds": time.perf_counter() - start})
     out["runs"]["L-BFGS, T = infinity"] = rows
     med = {k: float(np.median([r[k] for r in rows])) for k in rows[0]}
-    print(f"{'L-BFGS, T = infinity':>26}: best Gamma {med['best_gamma']:.4f}, rank {med['effective_rank']:.1f}; "
-          f"true basis {true:.4f}", flush=True)
+    print(
+        f"{'L-BFGS, T = infinity':>26}: best Gamma {med['best_gamma']:.4f}, rank {med['effective_rank']:.1f}; "
+        f"true basis {true:.4f}",
+        flush=True,
+    )
     write_json(path, out)
     print(f"wrote {path}")
 

@@ -29,8 +29,15 @@ from icl_utils.models import MLPAttention
 from icl_utils.tasks.nonparametric import NonparametricTasks
 from icl_utils.train import fit_features_exact
 
-TASK = {"dim": 4, "smoothness": 1.0, "basis": "bspline", "order": 0, "n_basis": 64, "noise_std": 0.5,
-        "orthonormal": True}
+TASK = {
+    "dim": 4,
+    "smoothness": 1.0,
+    "basis": "bspline",
+    "order": 0,
+    "n_basis": 64,
+    "noise_std": 0.5,
+    "orthonormal": True,
+}
 NS = (16, 64, 256, 1024)
 SIZES = {"hidden": 64, "input_scale": 10.0, "lbfgs_iter": 200, "train_points": 2**14, "eval_points": 2**16}
 TEST_PROMPTS = {16: 128, 64: 128, 256: 128, 1024: 32}  # kernel ridge costs n^3 a prompt
@@ -45,43 +52,61 @@ def main() -> None:
     dev = torch.device(args.device)
     task = NonparametricTasks(**TASK)
     widths = [math.ceil(2 * n ** (1 / 3)) for n in NS]
-    out = {"environment": environment(dev), "task": TASK, "ns": NS, "widths": widths, "sizes": SIZES,
-           "test_prompts": TEST_PROMPTS}
+    out = {
+        "environment": environment(dev),
+        "task": TASK,
+        "ns": NS,
+        "widths": widths,
+        "sizes": SIZES,
+        "test_prompts": TEST_PROMPTS,
+    }
     path = args.out / f"ch1-rough-basis-{slug(dev)}.json"
     points = SIZES["eval_points"]
-    out["true_basis"] = [float(best_attention_excess(AttentionMoments.of(
-        lambda x, w=w: task.features(x)[..., :w], task, points=points), [n], task.noise_var)[0])
-        for n, w in zip(NS, widths)]
+    out["true_basis"] = [
+        float(
+            best_attention_excess(
+                AttentionMoments.of(lambda x, w=w: task.features(x)[..., :w], task, points=points), [n], task.noise_var
+            )[0]
+        )
+        for n, w in zip(NS, widths)
+    ]
     pretrained = np.empty((args.seeds, len(NS)))
     for j, (n, w) in enumerate(zip(NS, widths)):
         for seed in range(args.seeds):
             torch.manual_seed(seed)
             model = MLPAttention(task.dim, w, hidden=SIZES["hidden"], input_scale=SIZES["input_scale"]).to(dev)
             fit_features_exact(model, task, n, max_iter=SIZES["lbfgs_iter"], points=SIZES["train_points"])
-            pretrained[seed, j] = attention_risk(model.features, task, n, model.gamma, points=points).item() - \
-                task.noise_var
-        print(f"n = {n}: true basis {out['true_basis'][j]:.4f}, pretrained {np.round(pretrained[:, j], 4)}",
-              flush=True)
+            pretrained[seed, j] = (
+                attention_risk(model.features, task, n, model.gamma, points=points).item() - task.noise_var
+            )
+        print(f"n = {n}: true basis {out['true_basis'][j]:.4f}, pretrained {np.round(pretrained[:, j], 4)}", flush=True)
     out["pretrained"] = pretrained.tolist()
     write_json(path, out)
     # On the CPU: batched float64 eigh of large kernels has failed inside cuSOLVER on these GPUs.
     gen = torch.Generator().manual_seed(0)
     lams = (1e-2, 1e-1, 1.0, 10.0)
-    learners = {"kernel ridge": lambda p: kernel_ridge(p, lams, (0.1, 0.2, 0.4, 0.8, 1.6), center=True),
-                "additive kernel ridge": lambda p: kernel_ridge(p, lams, (0.05, 0.1, 0.2, 0.4), additive=True,
-                                                                center=True)}
+    learners = {
+        "kernel ridge": lambda p: kernel_ridge(p, lams, (0.1, 0.2, 0.4, 0.8, 1.6), center=True),
+        "additive kernel ridge": lambda p: kernel_ridge(p, lams, (0.05, 0.1, 0.2, 0.4), additive=True, center=True),
+    }
     errors = {name: [] for name in learners}
     for n in NS:
         start = time.perf_counter()
         got = risk.paired_query_errors(learners, task.noiseless(), n, TEST_PROMPTS[n], gen, chunk_size=32)
         for name in learners:
             errors[name].append([float(got[name].mean()), float(got[name].std(ddof=1) / math.sqrt(got[name].size))])
-        print(f"n = {n}: " + ", ".join(f"{k} {v[-1][0]:.4f}" for k, v in errors.items())
-              + f" ({time.perf_counter() - start:.0f} s)", flush=True)
+        print(
+            f"n = {n}: "
+            + ", ".join(f"{k} {v[-1][0]:.4f}" for k, v in errors.items())
+            + f" ({time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
     out["prompt_only"] = errors
-    out["slopes"] = {"true basis": risk.fit_slope(NS, out["true_basis"]),
-                     "pretrained": risk.fit_slope(NS, np.median(pretrained, 0)),
-                     **{name: risk.fit_slope(NS, [e[0] for e in v]) for name, v in errors.items()}}
+    out["slopes"] = {
+        "true basis": risk.fit_slope(NS, out["true_basis"]),
+        "pretrained": risk.fit_slope(NS, np.median(pretrained, 0)),
+        **{name: risk.fit_slope(NS, [e[0] for e in v]) for name, v in errors.items()},
+    }
     print("slopes: " + ", ".join(f"{k} {v:.3f}" for k, v in out["slopes"].items()))
     write_json(path, out)
     print(f"wrote {path}")

@@ -22,8 +22,18 @@ from icl_utils.dynamics import mean_field as mf
 from icl_utils.tasks.features import TeacherFeatures
 
 # chapter 2's quick Config: the problem, the training set's size and the SGD
-SIZES = {"dim": 10, "k": 3, "teacher_width": 16, "width": 60, "seeds": 5, "prompts": 512, "batch": 8,
-         "n_eval": 4096, "steps": 1500, "eta": 0.2}
+SIZES = {
+    "dim": 10,
+    "k": 3,
+    "teacher_width": 16,
+    "width": 60,
+    "seeds": 5,
+    "prompts": 512,
+    "batch": 8,
+    "n_eval": 4096,
+    "steps": 1500,
+    "eta": 0.2,
+}
 RECORD = 50
 
 
@@ -43,21 +53,37 @@ def main() -> None:
         losses = {}
         for name, options in (("attention", {"gamma": "optimal"}), ("static", {})):
             model = "attention" if name == "attention" else "static"
-            run = mf.run_gradient_descent(model, data, init, steps=s["steps"], eta=s["eta"], batch=s["batch"],
-                                          generator=gen, eval_size=s["n_eval"], record_every=RECORD,
-                                          progress=False, **options)
+            run = mf.run_gradient_descent(
+                model,
+                data,
+                init,
+                steps=s["steps"],
+                eta=s["eta"],
+                batch=s["batch"],
+                generator=gen,
+                eval_size=s["n_eval"],
+                record_every=RECORD,
+                progress=False,
+                **options,
+            )
             losses[name] = np.asarray(run.losses)
         ratio = np.median(losses["attention"], 1) / np.median(losses["static"], 1)
         late = np.asarray(run.steps) >= s["steps"] // 10
-        row = {"length": length, "largest_ratio": float(np.max(np.maximum(ratio, 1 / ratio)[late])),
-               "final_ratio": float(ratio[-1]), "steps": run.steps.tolist(),
-               "losses": {name: v.T.tolist() for name, v in losses.items()},
-               "seconds": time.perf_counter() - start}
+        row = {
+            "length": length,
+            "largest_ratio": float(np.max(np.maximum(ratio, 1 / ratio)[late])),
+            "final_ratio": float(ratio[-1]),
+            "steps": run.steps.tolist(),
+            "losses": {name: v.T.tolist() for name, v in losses.items()},
+            "seconds": time.perf_counter() - start,
+        }
         rows.append(row)
-        print(f"length {length}: largest ratio {row['largest_ratio']:.2f}, final {row['final_ratio']:.2f} "
-              f"({row['seconds']:.0f} s)", flush=True)
-    write_json(args.out / "ch2-prompt-length-cpu.json", {"what": __doc__.splitlines()[0], "sizes": s,
-                                                         "rows": rows})
+        print(
+            f"length {length}: largest ratio {row['largest_ratio']:.2f}, final {row['final_ratio']:.2f} "
+            f"({row['seconds']:.0f} s)",
+            flush=True,
+        )
+    write_json(args.out / "ch2-prompt-length-cpu.json", {"what": __doc__.splitlines()[0], "sizes": s, "rows": rows})
 
 
 if __name__ == "__main__":

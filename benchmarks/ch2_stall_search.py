@@ -23,8 +23,20 @@ from icl_utils.dynamics import mean_field as mf
 from icl_utils.tasks.features import TeacherFeatures
 
 # chapter 2's quick Config: the problem, the training set and the SGD
-SIZES = {"dim": 10, "k": 3, "teacher_width": 16, "width": 60, "seeds": 5, "prompts": 512, "length": 64,
-         "batch": 8, "n_eval": 4096, "steps": 1500, "eta": 0.2, "tolerance": 0.01}
+SIZES = {
+    "dim": 10,
+    "k": 3,
+    "teacher_width": 16,
+    "width": 60,
+    "seeds": 5,
+    "prompts": 512,
+    "length": 64,
+    "batch": 8,
+    "n_eval": 4096,
+    "steps": 1500,
+    "eta": 0.2,
+    "tolerance": 0.01,
+}
 RECORD = 50
 
 
@@ -44,21 +56,36 @@ def main() -> None:
         init = mf.init_particles(s["width"], s["dim"], s["k"], gen, scale=scale, seeds=s["seeds"]).double()
         row = {"rank": rank, "scale": scale}
         for model in ("static", "modified"):
-            run = mf.run_gradient_descent(model, data, init, steps=s["steps"], eta=s["eta"], batch=s["batch"],
-                                          generator=gen, tolerance=s["tolerance"], eval_size=s["n_eval"],
-                                          record_every=RECORD, progress=False)
+            run = mf.run_gradient_descent(
+                model,
+                data,
+                init,
+                steps=s["steps"],
+                eta=s["eta"],
+                batch=s["batch"],
+                generator=gen,
+                tolerance=s["tolerance"],
+                eval_size=s["n_eval"],
+                record_every=RECORD,
+                progress=False,
+            )
             losses = np.asarray(run.losses)
-            row[model] = {"steps": run.steps.tolist(), "losses": losses.T.tolist(),
-                          "final": losses[-1].tolist(),
-                          "interventions": len(run.events)}
+            row[model] = {
+                "steps": run.steps.tolist(),
+                "losses": losses.T.tolist(),
+                "final": losses[-1].tolist(),
+                "interventions": len(run.events),
+            }
         row["seconds"] = time.perf_counter() - start
         rows.append(row)
-        print(f"rank {rank} scale {scale}: start {np.median([l[0] for l in row['static']['losses']]):.3f}; static "
-              f"{np.median(row['static']['final']):.4f} modified {np.median(row['modified']['final']):.4f}; "
-              f"interventions "
-              f"{row['modified']['interventions']} ({row['seconds']:.0f} s)", flush=True)
-    write_json(args.out / "ch2-stall-search-cpu.json", {"what": __doc__.splitlines()[0], "sizes": s,
-                                                        "rows": rows})
+        print(
+            f"rank {rank} scale {scale}: start {np.median([l[0] for l in row['static']['losses']]):.3f}; static "
+            f"{np.median(row['static']['final']):.4f} modified {np.median(row['modified']['final']):.4f}; "
+            f"interventions "
+            f"{row['modified']['interventions']} ({row['seconds']:.0f} s)",
+            flush=True,
+        )
+    write_json(args.out / "ch2-stall-search-cpu.json", {"what": __doc__.splitlines()[0], "sizes": s, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -25,8 +25,19 @@ from icl_utils.models import FeatureAttention, two_stage_fit
 from icl_utils.tasks.single_index import SingleIndexTasks
 
 # chapter 3's quick Config: the model, the two stages' sizes, the target and the prompt-only learners' test sizes
-SIZES = {"r": 2, "width": 32, "t1_factor": 2, "n_tasks_2": 8192, "n_context_2": 256, "lam": 1e-4,
-         "terms_tasks": 512, "terms_points": 256, "target": 0.55, "prompt_tests": 48, "queries": 256}
+SIZES = {
+    "r": 2,
+    "width": 32,
+    "t1_factor": 2,
+    "n_tasks_2": 8192,
+    "n_context_2": 256,
+    "lam": 1e-4,
+    "terms_tasks": 512,
+    "terms_points": 256,
+    "target": 0.55,
+    "prompt_tests": 48,
+    "queries": 256,
+}
 GRID = (16, 32, 64, 128, 256, 512, 1024)
 LEARNERS = {"kernel ridge": kernel_ridge_fit, "two-layer net": two_layer_network_fit}
 
@@ -46,8 +57,16 @@ def main() -> None:
         for seed in range(args.seeds):
             task = SingleIndexTasks(dim=d, subspace_dim=s["r"], noise_std=0.1, subspace_seed=seed)
             model = FeatureAttention(d, s["width"], generator=torch.Generator().manual_seed(seed))
-            two_stage_fit(model, task, stage1_tasks=s["t1_factor"] * d**3, stage1_n=d**2,
-                          stage2_tasks=s["n_tasks_2"], stage2_n=s["n_context_2"], lam=s["lam"], generator=gen)
+            two_stage_fit(
+                model,
+                task,
+                stage1_tasks=s["t1_factor"] * d**3,
+                stage1_n=d**2,
+                stage2_tasks=s["n_tasks_2"],
+                stage2_n=s["n_context_2"],
+                lam=s["lam"],
+                generator=gen,
+            )
             terms = risk.attention_risk_terms(model, task, s["terms_tasks"], s["terms_points"], gen)
             floors.append(terms.floor)
             spreads.append(terms.spread)
@@ -55,15 +74,21 @@ def main() -> None:
         row = {"d": d, "floors": floors, "spreads": spreads, "pretrained_needed": float(np.median(need))}
         task = SingleIndexTasks(dim=d, subspace_dim=s["r"], noise_std=0.1, subspace_seed=0)
         for name, fit in LEARNERS.items():
-            errors = [float(risk.held_out_errors(fit, task, n, s["prompt_tests"], s["queries"], gen).mean())
-                      for n in GRID]
+            errors = [
+                float(risk.held_out_errors(fit, task, n, s["prompt_tests"], s["queries"], gen).mean()) for n in GRID
+            ]
             row[name] = {"errors": errors, "needed": risk.examples_to_reach(GRID, errors, s["target"])}
         row["seconds"] = time.perf_counter() - start
         rows.append(row)
-        print({k: v for k, v in row.items() if k not in LEARNERS},
-              {name: round(row[name]["needed"], 1) for name in LEARNERS}, flush=True)
-    write_json(args.out / "ch3-larger-d-cpu.json", {
-        "what": __doc__.splitlines()[0], "sizes": s, "grid": list(GRID), "seeds": args.seeds, "rows": rows})
+        print(
+            {k: v for k, v in row.items() if k not in LEARNERS},
+            {name: round(row[name]["needed"], 1) for name in LEARNERS},
+            flush=True,
+        )
+    write_json(
+        args.out / "ch3-larger-d-cpu.json",
+        {"what": __doc__.splitlines()[0], "sizes": s, "grid": list(GRID), "seeds": args.seeds, "rows": rows},
+    )
 
 
 if __name__ == "__main__":

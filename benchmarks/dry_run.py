@@ -34,14 +34,17 @@ sys.path.insert(0, str(ROOT))
 
 #: The training loops, by module: ``"config"`` for those that take a :class:`~icl_utils.train.TrainConfig` (the
 #: third argument, or ``config=``), ``"steps"`` or ``"max_iter"`` for those that take that keyword.
-LOOPS = {"icl_utils.train": {"train": "config", "train_ensemble": "config", "fit_features_exact": "max_iter"},
-         "icl_utils.gd": {"gradient_descent": "steps"},
-         "icl_utils.dynamics.softmax_attention": {"run_gradient_descent": "steps"},
-         "icl_utils.dynamics.mean_field": {"run_gradient_descent": "steps"}}
+LOOPS = {
+    "icl_utils.train": {"train": "config", "train_ensemble": "config", "fit_features_exact": "max_iter"},
+    "icl_utils.gd": {"gradient_descent": "steps"},
+    "icl_utils.dynamics.softmax_attention": {"run_gradient_descent": "steps"},
+    "icl_utils.dynamics.mean_field": {"run_gradient_descent": "steps"},
+}
 
 
 def _cap_config(args: tuple, kwargs: dict, steps: int) -> tuple[tuple, dict]:
     """The arguments of ``train(model, task, config, ...)`` with the config's steps cut to at most ``steps``."""
+
     def capped(config):
         if not dataclasses.is_dataclass(config):
             return config  # not a TrainConfig: train itself says so
@@ -110,7 +113,7 @@ def run_cells(notebook: Path) -> list[dict]:
                 status = "ok"
             except AssertionError as err:
                 status = f"assertion: {str(err)[:100]}"
-            except Exception as err:  # noqa: BLE001 - every other failure is the finding
+            except Exception as err:
                 traceback.print_exc()
                 status = f"ERROR {type(err).__name__}: {str(err)[:300]}"
             peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kilobytes on Linux
@@ -118,8 +121,11 @@ def run_cells(notebook: Path) -> list[dict]:
                 sys.modules["matplotlib.pyplot"].close("all")
             records.append({"cell": i, "seconds": time.perf_counter() - start, "status": status})
             first_line = cell.source.strip().splitlines()[0][:50] if cell.source.strip() else ""
-            print(f"{notebook.stem} cell {i:2d} {records[-1]['seconds']:7.1f} s  peak {peak_gb:5.1f} GB  {status}"
-                  f"  | {first_line}", flush=True)
+            print(
+                f"{notebook.stem} cell {i:2d} {records[-1]['seconds']:7.1f} s  peak {peak_gb:5.1f} GB  {status}"
+                f"  | {first_line}",
+                flush=True,
+            )
     finally:
         os.chdir(here)
     return records

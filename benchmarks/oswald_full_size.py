@@ -23,8 +23,10 @@ from icl_utils.train import fit_gd_plus_plus_curvature
 
 PUBLISHED = {10: 0.179, 25: 0.099, 50: 0.056, 100: 0.029}
 PROMPTS, SEEDS, SEPARATOR = 65_536, 5, 0.05
-TASKS = {"uniform": LinearRegression(dim=10, x_range=0.5),
-         "gaussian": LinearRegression(dim=10, x_cov=torch.eye(10, dtype=torch.float64) / 12)}
+TASKS = {
+    "uniform": LinearRegression(dim=10, x_range=0.5),
+    "gaussian": LinearRegression(dim=10, x_cov=torch.eye(10, dtype=torch.float64) / 12),
+}
 
 
 def _fit(job: tuple[str, int, int]) -> tuple[tuple[str, int, int], float]:
@@ -46,16 +48,32 @@ def main() -> None:
     for n, published in PUBLISHED.items():
         fits = np.array([gammas["uniform", n, s] for s in range(SEEDS)])
         control = gammas["gaussian", n, 0]
-        rows[n] = {"published": published, "median": float(np.median(fits)), "min": float(fits.min()),
-                   "max": float(fits.max()), "deviation": float(abs(np.median(fits) - published) / published),
-                   "gaussian": control, "gaussian_deviation": abs(control - published) / published}
+        rows[n] = {
+            "published": published,
+            "median": float(np.median(fits)),
+            "min": float(fits.min()),
+            "max": float(fits.max()),
+            "deviation": float(abs(np.median(fits) - published) / published),
+            "gaussian": control,
+            "gaussian_deviation": abs(control - published) / published,
+        }
     worst = max(r["deviation"] for r in rows.values())
     control = max(r["gaussian_deviation"] for r in rows.values())
-    path = write_json(args.out / "oswald-full-size-cpu.json", {
-        "what": __doc__.splitlines()[0], "prompts": PROMPTS, "seeds": SEEDS, "rows": rows,
-        "check": f"max over N of |median - published| / published < {SEPARATOR} (fixed before the run)",
-        "value": worst, "control": control, "holds": worst < SEPARATOR, "control_fails": control >= SEPARATOR,
-        "seconds": time.perf_counter() - start})
+    path = write_json(
+        args.out / "oswald-full-size-cpu.json",
+        {
+            "what": __doc__.splitlines()[0],
+            "prompts": PROMPTS,
+            "seeds": SEEDS,
+            "rows": rows,
+            "check": f"max over N of |median - published| / published < {SEPARATOR} (fixed before the run)",
+            "value": worst,
+            "control": control,
+            "holds": worst < SEPARATOR,
+            "control_fails": control >= SEPARATOR,
+            "seconds": time.perf_counter() - start,
+        },
+    )
     print(f"largest distance {worst:.2%} (Gaussian control {control:.2%}), separator {SEPARATOR:.0%}: {path}")
 
 

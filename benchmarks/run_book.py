@@ -60,15 +60,21 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--timeout", type=float, default=None, help="seconds after which a chapter is stopped")
     args = parser.parse_args(argv)
 
-    notebooks = sorted(p for p in args.notebooks.glob("*.md")
-                       if not args.prefixes or p.stem.startswith(tuple(args.prefixes)))
+    notebooks = sorted(
+        p for p in args.notebooks.glob("*.md") if not args.prefixes or p.stem.startswith(tuple(args.prefixes))
+    )
     if not notebooks:
         raise SystemExit(f"no notebook in {args.notebooks} starts with {args.prefixes}")
     if args.jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {args.jobs}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    env = {**os.environ, "ICL_MODE": args.mode, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "ICL_MODE": args.mode,
+        "MPLBACKEND": "Agg",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     if args.jobs > 1:  # each chapter gets its share of the cores
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
 
@@ -76,8 +82,15 @@ def main(argv: list[str] | None = None) -> dict:
         child_env = chapter_env(env)  # measures the machine's load before the chapter's clock starts
         start = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, str(script)], cwd=notebook.parent, env=child_env,
-                                  capture_output=True, text=True, timeout=args.timeout)
+            proc = subprocess.run(
+                [sys.executable, str(script)],
+                check=False,
+                cwd=notebook.parent,
+                env=child_env,
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+            )
             returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as err:
             returncode = 124
@@ -93,23 +106,27 @@ def main(argv: list[str] | None = None) -> dict:
             print(log[-3000:], flush=True)
         # A passing chapter's printed numbers are on stdout; a failing one's traceback is on stderr (where the
         # progress bars also go, so a passing chapter's stderr is not worth keeping).
-        return {"notebook": notebook.stem, "seconds": seconds, "returncode": returncode,
-                "GOMP_SPINCOUNT": child_env.get("GOMP_SPINCOUNT", "default"),
-                "log_tail": (stderr if returncode else stdout)[-2000:]}
+        return {
+            "notebook": notebook.stem,
+            "seconds": seconds,
+            "returncode": returncode,
+            "GOMP_SPINCOUNT": child_env.get("GOMP_SPINCOUNT", "default"),
+            "log_tail": (stderr if returncode else stdout)[-2000:],
+        }
 
     with tempfile.TemporaryDirectory() as tmp:
         # the chapters' ledgers go beside the scripts, not over the build's in _build/claims
         env.setdefault("ICL_CLAIMS_DIR", str(Path(tmp) / "claims"))
-        scripts = [args.scripts.resolve() / f"{nb.stem}.py" if args.scripts else convert(nb, Path(tmp))
-                   for nb in notebooks]
+        scripts = [
+            args.scripts.resolve() / f"{nb.stem}.py" if args.scripts else convert(nb, Path(tmp)) for nb in notebooks
+        ]
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             chapters = list(pool.map(run, notebooks, scripts))
         wall = time.perf_counter() - start
     total = sum(c["seconds"] for c in chapters) if args.jobs == 1 else wall
     print(f"{'total':28s} {total:8.1f} s" + (f" (wall time, {args.jobs} at a time)" if args.jobs > 1 else ""))
-    result = {"mode": args.mode, **environment(device), "jobs": args.jobs, "total_seconds": total,
-              "chapters": chapters}
+    result = {"mode": args.mode, **environment(device), "jobs": args.jobs, "total_seconds": total, "chapters": chapters}
     name = "-".join([f"book-{args.mode}", slug(device), *args.prefixes])
     write_json(args.out / f"{name}.json", result)
     if any(c["returncode"] for c in chapters):

@@ -35,21 +35,51 @@ from torch import nn
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import RESULTS, environment, slug, write_json  # noqa: E402
-from icl_utils.models import LTB, GPTConfig, ICLTransformer, MLPAttention  # noqa: E402
-from icl_utils.tasks import LinearRegression  # noqa: E402
-from icl_utils.tasks.nonparametric import NonparametricTasks  # noqa: E402
-from icl_utils.train import TrainConfig, train, train_ensemble  # noqa: E402
+from benchmarks.common import RESULTS, environment, slug, write_json
+from icl_utils.models import LTB, GPTConfig, ICLTransformer, MLPAttention
+from icl_utils.tasks import LinearRegression
+from icl_utils.tasks.nonparametric import NonparametricTasks
+from icl_utils.train import TrainConfig, train, train_ensemble
 
 CONFIGS = {
     # Garg et al.'s configuration: standard.yaml with the final curriculum stage (all dims, 40 examples and a query).
-    "garg": dict(dim=20, n_context=40, width=256, layers=12, heads=8, batch=64, lr=1e-4, steps=(300, 900),
-                 ensemble=64, ensemble_steps=(200, 600)),
-    "small": dict(dim=5, n_context=10, width=64, layers=2, heads=2, batch=16, lr=1e-4, steps=(20, 120),
-                  ensemble=8, ensemble_steps=(10, 60)),
+    "garg": dict(
+        dim=20,
+        n_context=40,
+        width=256,
+        layers=12,
+        heads=8,
+        batch=64,
+        lr=1e-4,
+        steps=(300, 900),
+        ensemble=64,
+        ensemble_steps=(200, 600),
+    ),
+    "small": dict(
+        dim=5,
+        n_context=10,
+        width=64,
+        layers=2,
+        heads=2,
+        batch=16,
+        lr=1e-4,
+        steps=(20, 120),
+        ensemble=8,
+        ensemble_steps=(10, 60),
+    ),
     # the unit test's: every path of the script in seconds; its rates mean nothing (write it to a scratch --out)
-    "smoke": dict(dim=5, n_context=10, width=16, layers=1, heads=1, batch=4, lr=1e-4, steps=(2, 4),
-                  ensemble=2, ensemble_steps=(2, 4)),
+    "smoke": dict(
+        dim=5,
+        n_context=10,
+        width=16,
+        layers=1,
+        heads=1,
+        batch=4,
+        lr=1e-4,
+        steps=(2, 4),
+        ensemble=2,
+        ensemble_steps=(2, 4),
+    ),
 }
 
 
@@ -61,9 +91,17 @@ class ReferenceModel(nn.Module):
         super().__init__()
         from transformers import GPT2Config, GPT2Model
 
-        config = GPT2Config(n_positions=2 * (n_context + 1), n_embd=width, n_layer=layers, n_head=heads,
-                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
-                            attn_implementation="eager")
+        config = GPT2Config(
+            n_positions=2 * (n_context + 1),
+            n_embd=width,
+            n_layer=layers,
+            n_head=heads,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            use_cache=False,
+            attn_implementation="eager",
+        )
         self.read_in = nn.Linear(dim, width)
         self.backbone = GPT2Model(config)
         self.read_out = nn.Linear(width, 1)
@@ -106,11 +144,19 @@ def package_run(cfg: dict, steps: int, device: torch.device, **fast) -> float:
     """Seconds for ``steps`` steps of :func:`icl_utils.train.train` on the book's GPT (model built outside);
     ``fast`` are the fast-path fields of the :class:`~icl_utils.train.TrainConfig` (``bf16``, ``cuda_graph``)."""
     torch.manual_seed(0)
-    model = ICLTransformer(GPTConfig(n_dims=cfg["dim"], n_context=cfg["n_context"], n_embd=cfg["width"],
-                                     n_layer=cfg["layers"], n_head=cfg["heads"])).to(device)
+    model = ICLTransformer(
+        GPTConfig(
+            n_dims=cfg["dim"],
+            n_context=cfg["n_context"],
+            n_embd=cfg["width"],
+            n_layer=cfg["layers"],
+            n_head=cfg["heads"],
+        )
+    ).to(device)
     gen = torch.Generator(device=device).manual_seed(0)
-    config = TrainConfig(steps=steps, batch_size=cfg["batch"], n_context=cfg["n_context"], lr=cfg["lr"],
-                         log_every=100, **fast)
+    config = TrainConfig(
+        steps=steps, batch_size=cfg["batch"], n_context=cfg["n_context"], lr=cfg["lr"], log_every=100, **fast
+    )
     sync(device)
     start = time.perf_counter()
     train(model, LinearRegression(dim=cfg["dim"]), config, generator=gen, progress=False)
@@ -118,8 +164,9 @@ def package_run(cfg: dict, steps: int, device: torch.device, **fast) -> float:
     return time.perf_counter() - start
 
 
-def ensemble_run(make, task, n_models: int, steps: int, batch: int, n_context: int, bf16: bool,
-                 device: torch.device) -> float:
+def ensemble_run(
+    make, task, n_models: int, steps: int, batch: int, n_context: int, bf16: bool, device: torch.device
+) -> float:
     torch.manual_seed(0)
     models = [make().to(device) for _ in range(n_models)]
     gen = torch.Generator(device=device).manual_seed(0)
@@ -147,8 +194,9 @@ def rate(run, steps: tuple[int, int]) -> float:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", choices=sorted(CONFIGS), default=None,
-                        help="garg (default on a GPU) or small (default on the CPU)")
+    parser.add_argument(
+        "--config", choices=sorted(CONFIGS), default=None, help="garg (default on a GPU) or small (default on the CPU)"
+    )
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the results file")
     args = parser.parse_args(argv)
@@ -165,8 +213,15 @@ def main(argv: list[str] | None = None) -> dict:
         print("transformers is not installed: no reference (pip install -e '.[bench]')")
         reference_version = None
     rows, ensembles = [], []
-    result = {"config": config_name, **cfg, **environment(device), "transformers": reference_version,
-              "complete": False, "rows": rows, "ensembles": ensembles}
+    result = {
+        "config": config_name,
+        **cfg,
+        **environment(device),
+        "transformers": reference_version,
+        "complete": False,
+        "rows": rows,
+        "ensembles": ensembles,
+    }
     path = args.out / f"train_speed-{slug(device)}.json"
     # Rows are saved as they come to a separate file (not matched by the book's train_speed-*.json), so that an
     # interrupted run keeps what it measured without replacing a complete results file.
@@ -191,17 +246,37 @@ def main(argv: list[str] | None = None) -> dict:
     fourier = NonparametricTasks(dim=4, smoothness=1.0, n_basis=128, noise_std=0.5)
     cases = {  # as the chapters train them (quick sizes): the small models in float32, the GPT in bfloat16 on a GPU
         "LTB (chapter 4), batch 512": (lambda: LTB(5), LinearRegression(dim=5, noise_std=0.5), 512, 10, False),
-        "MLP+attention (chapter 1), batch 64": (lambda: MLPAttention(4, 32, hidden=64, input_scale=10.0), fourier,
-                                                64, 32, False),
+        "MLP+attention (chapter 1), batch 64": (
+            lambda: MLPAttention(4, 32, hidden=64, input_scale=10.0),
+            fourier,
+            64,
+            32,
+            False,
+        ),
         "GPT 3x64 (chapter 0), batch 64": (lambda: ICLTransformer(small_gpt), LinearRegression(dim=5), 64, 12, True),
     }
     for name, (make, task, e_batch, n_context, bf16) in cases.items():
-        one = rate(lambda s: ensemble_run(make, task, 1, s, e_batch, n_context, bf16, device), e_steps)
-        many = rate(lambda s: ensemble_run(make, task, n_models, s, e_batch, n_context, bf16, device), e_steps)
-        ensembles.append({"name": name, "models": n_models, "bf16": bf16 and device.type == "cuda",
-                          "steps_per_s_one": one, "steps_per_s_many": many, "time_ratio": one / many})
-        print(f"{name:32s} 1 model {one:8.1f} steps/s, {n_models} models {many:8.1f} steps/s: "
-              f"{one / many:.2f}x the time of one", flush=True)
+
+        def run(models: int, steps: int, case=(make, task, e_batch, n_context, bf16)) -> float:
+            make, task, e_batch, n_context, bf16 = case
+            return ensemble_run(make, task, models, steps, e_batch, n_context, bf16, device)
+
+        one, many = rate(lambda s: run(1, s), e_steps), rate(lambda s: run(n_models, s), e_steps)
+        ensembles.append(
+            {
+                "name": name,
+                "models": n_models,
+                "bf16": bf16 and device.type == "cuda",
+                "steps_per_s_one": one,
+                "steps_per_s_many": many,
+                "time_ratio": one / many,
+            }
+        )
+        print(
+            f"{name:32s} 1 model {one:8.1f} steps/s, {n_models} models {many:8.1f} steps/s: "
+            f"{one / many:.2f}x the time of one",
+            flush=True,
+        )
         write_json(partial, result)
     result["complete"] = True
     write_json(path, result)

@@ -25,8 +25,21 @@ Every length counts context examples, ``n``, without the query.
 from icl_utils.config import by_mode, describe, get_device, is_full, make_generator, mode, seed_everything
 from icl_utils.prompts import Prompt
 
-LAYERS = ("config", "prompts", "checks", "estimators", "tasks", "exact", "models", "gd", "dynamics", "train",
-          "risk", "plotting", "claims")
+LAYERS = (
+    "config",
+    "prompts",
+    "checks",
+    "estimators",
+    "tasks",
+    "exact",
+    "models",
+    "gd",
+    "dynamics",
+    "train",
+    "risk",
+    "plotting",
+    "claims",
+)
 
 __all__ = [
     "LAYERS",

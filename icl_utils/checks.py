@@ -129,6 +129,7 @@ def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> No
 
 def same_device(a: torch.device | str, b: torch.device | str) -> bool:
     """Whether two devices are one: ``cuda`` and ``cuda:0`` are, when device 0 is the current CUDA device."""
+
     def resolved(dev: torch.device | str) -> torch.device:
         dev = torch.device(dev)
         if dev.type == "cuda" and dev.index is None:
@@ -153,7 +154,9 @@ def finite(name: str, value: Tensor) -> Tensor:
     """``value`` itself, or a ValueError naming it when it holds a NaN or an infinity."""
     if not bool(torch.isfinite(value).all()):
         bad = ~torch.isfinite(value)
-        raise ValueError(f"{name} must be finite, but holds {int(bad.sum())} NaN or infinite value(s) of {value.numel()}")
+        raise ValueError(
+            f"{name} must be finite, but holds {int(bad.sum())} NaN or infinite value(s) of {value.numel()}"
+        )
     return value
 
 
@@ -186,7 +189,9 @@ def prompt(value: object, name: str = "prompt", *, finite: bool = True) -> Promp
 def task_family(value: object, name: str = "task"):
     """A :class:`~icl_utils.prompts.TaskFamily` (a task family or a pool) whose ``dim`` is an integer."""
     if not isinstance(value, TaskFamily) or not callable(value.sample):
-        raise TypeError(f"{name} must be a task family (dim and sample(batch, n, generator)), got {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a task family (dim and sample(batch, n, generator)), got {type(value).__name__}"
+        )
     dim = getattr(value, "dim", None)
     if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
         raise TypeError(f"{name}.dim must be an int, got {type(dim).__name__}")
@@ -200,9 +205,7 @@ def finite_losses(losses: Tensor, first_step: int) -> None:
     if not bool(finite.all()):
         bad = int((~finite).nonzero()[0, 0])
         value = losses[bad].item() if losses[bad].numel() == 1 else losses[bad].tolist()  # one model's: a number
-        raise FloatingPointError(
-            f"training loss became {value} at step {first_step + bad}; lower lr or check the task"
-        )
+        raise FloatingPointError(f"training loss became {value} at step {first_step + bad}; lower lr or check the task")
 
 
 def sequence(name: str, value: object) -> object:
@@ -256,4 +259,3 @@ def sample_sizes(batch: object, n: object, gen: object, dim: int | None = None) 
     if dim is not None:
         allocation("batch * (n + 1) * dim", batch * (n + 1) * dim)
     return batch, n, gen
-

@@ -23,14 +23,13 @@ import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from icl_utils import config
 
 STATUSES = ("demonstrated", "weak", "not reproduced")
-RELATIONS = {"<": lambda v, b: v < b, "<=": lambda v, b: v <= b, ">": lambda v, b: v > b,
-             ">=": lambda v, b: v >= b}
+RELATIONS = {"<": lambda v, b: v < b, "<=": lambda v, b: v <= b, ">": lambda v, b: v > b, ">=": lambda v, b: v >= b}
 #: Where a check's bound may come from (the book's rule: never raised after seeing a run).
 ORIGINS = ("seed spread", "closed form", "separator")
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +40,7 @@ class LedgerError(AssertionError):
 
 
 def _number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+    if isinstance(value, bool) or (not isinstance(value, (int, float)) and not hasattr(value, "__float__")):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     if getattr(value, "ndim", 0) != 0:  # an array or tensor of one element still is not a number
         raise TypeError(f"{name} must be a single number, got an array of shape {tuple(value.shape)}")
@@ -156,8 +155,11 @@ class Claim:
                 out.append(f"fails its check: {_fmt(self.value)} is not {self.check}")
             if not self.controls:
                 out.append("is called demonstrated without a control")
-            out += [f"control {c.name!r} passes the check ({_fmt(c.value)} {self.check})"
-                    for c in self.controls if not self.control_fails(c)]
+            out += [
+                f"control {c.name!r} passes the check ({_fmt(c.value)} {self.check})"
+                for c in self.controls
+                if not self.control_fails(c)
+            ]
         elif self.status == "weak":
             if not self.holds:
                 out.append(f"fails its check ({_fmt(self.value)} is not {self.check}): not reproduced, not weak")
@@ -226,8 +228,9 @@ class Ledger:
     def headline(self) -> str:
         """One line for under a chapter's title: how many claims stand, and which do not fully."""
         n = self.counts()
-        parts = [f"**{n['demonstrated']} of {len(self.claims)} claims demonstrated**, each against a control that "
-                 "fails it"]
+        parts = [
+            f"**{n['demonstrated']} of {len(self.claims)} claims demonstrated**, each against a control that fails it"
+        ]
         for status in ("weak", "not reproduced"):
             ids = [c.id for c in self.claims if c.status == status]
             if ids:
@@ -237,9 +240,15 @@ class Ledger:
     def record(self) -> dict:
         """What :meth:`write` saves: the run's facts, the counts, the problems :meth:`verify` would raise on, and
         every claim (infinities as the strings ``"inf"`` and ``"-inf"``, so that any JSON reader reads it)."""
-        return _finite_json({"chapter": self.chapter, **run_facts(), "counts": self.counts(),
-                             "problems": [p for c in self.claims for p in c.problems()],
-                             "claims": [c.as_dict() for c in self.claims]})
+        return _finite_json(
+            {
+                "chapter": self.chapter,
+                **run_facts(),
+                "counts": self.counts(),
+                "problems": [p for c in self.claims for p in c.problems()],
+                "claims": [c.as_dict() for c in self.claims],
+            }
+        )
 
     def write(self, folder: str | os.PathLike | None = None) -> Path:
         """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically. Write
@@ -301,17 +310,30 @@ def claims_dir() -> Path:
 def run_facts() -> dict:
     """Mode, device, commit and date of this run."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=10).stdout.strip() or "unknown"
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                check=False,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
-    return {"mode": config.mode(), "device": str(config.get_device()), "commit": commit,
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    return {
+        "mode": config.mode(),
+        "device": str(config.get_device()),
+        "commit": commit,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
 
 
 def _git(*args: str) -> subprocess.CompletedProcess | None:
     try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        return subprocess.run(["git", *args], check=False, cwd=ROOT, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -347,8 +369,10 @@ def _cell(text: str) -> str:
 def table(claims: Sequence[Claim | dict]) -> str:
     """A markdown table of claims (or their JSON records): claim, figure, measured, check and its origin, controls
     with their values, status."""
-    rows = ["| claim | measured | check (origin of the bound) | controls (value; fails?) | status |",
-            "| --- | --- | --- | --- | --- |"]
+    rows = [
+        "| claim | measured | check (origin of the bound) | controls (value; fails?) | status |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for c in claims:
         d = c.as_dict() if isinstance(c, Claim) else c
         measured = _fmt(d["value"])
@@ -358,11 +382,18 @@ def table(claims: Sequence[Claim | dict]) -> str:
                 measured += f" ({d['interval_note']})"
         claim = f"**{d['id']}**: {d['statement']} ({d['source']}"
         claim += f"; {{numref}}`{d['figure']}`)" if d.get("figure") else ")"
-        controls = "; ".join(f"{x['name']}: {_fmt(x['value'])} ({'fails' if x['fails'] else 'PASSES'})"
-                             for x in d["controls"]) or "none"
+        controls = (
+            "; ".join(f"{x['name']}: {_fmt(x['value'])} ({'fails' if x['fails'] else 'PASSES'})" for x in d["controls"])
+            or "none"
+        )
         status = d["status"] + (f": {d['reason']}" if d.get("reason") else "")
-        rows.append("| " + " | ".join(_cell(s) for s in (claim, measured, f"{d['check']} ({d['tolerance_origin']})",
-                                                         controls, status)) + " |")
+        rows.append(
+            "| "
+            + " | ".join(
+                _cell(s) for s in (claim, measured, f"{d['check']} ({d['tolerance_origin']})", controls, status)
+            )
+            + " |"
+        )
     return "\n".join(rows)
 
 
@@ -395,6 +426,11 @@ def overview(chapters: Sequence[str], ledgers: dict[str, dict]) -> str:
             rows.append(f"| {link} | **the ledger fails**: {_cell('; '.join(record['problems']))} | | | |")
         for d in record["claims"]:
             status = d["status"] + (f": {d['reason']}" if d.get("reason") else "")
-            rows.append("| " + " | ".join(_cell(s) for s in (
-                link, f"**{d['id']}**: {d['statement']}", _fmt(d["value"]), d["check"], status)) + " |")
+            rows.append(
+                "| "
+                + " | ".join(
+                    _cell(s) for s in (link, f"**{d['id']}**: {d['statement']}", _fmt(d["value"]), d["check"], status)
+                )
+                + " |"
+            )
     return "\n".join(rows) + "\n\nThe runs these ledgers come from:\n\n" + "\n".join(runs)

@@ -27,7 +27,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 #: The environment the book's own runs give the Python processes that execute the chapters (the build's kernels,
 #: pytest's under nbval, ``benchmarks/run_book.py``'s scripts): glibc's ``malloc`` keeps freed memory instead of
 #: returning every large block to the kernel, which zeroes fresh pages on first write. The chapters allocate and
-#: free the same sizes step after step, and ran 11-33% faster with it on the 2-core CPU (benchmarks/README.md). It is not set for a
+#: free the same sizes step after step, and ran 11-33% faster with it on the 2-core CPU (benchmarks/README.md). It is
+#: not set for a
 #: reader's own session, nor for the unit tests: kept blocks that glibc cannot reuse make the resident memory
 #: outgrow the memory in use (``tests/test_memory.py``'s bound fails with it). Other C libraries ignore it.
 CHAPTER_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "2147483647"}
@@ -125,7 +126,9 @@ def resolve_device(name: str, value: object) -> torch.device:
     """``value`` (a ``torch.device`` or a string such as ``cpu``, ``cuda:1``) as a device that exists here, or a
     ValueError/TypeError naming ``name``."""
     if not isinstance(value, (str, torch.device)):
-        raise TypeError(f"{name} must be a torch.device or a string such as 'cpu' or 'cuda', got {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a torch.device or a string such as 'cpu' or 'cuda', got {type(value).__name__}"
+        )
     try:
         dev = torch.device(value)
     except RuntimeError as err:

@@ -49,7 +49,8 @@ def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tenso
 
     In kernel form, ``m + Psi X^T (X Psi X^T + noise_var I)^{-1} (y - X m)``, which needs no inverse of
     ``Psi`` and so allows a singular prior covariance; with more examples than dimensions (and noise) the same
-    formula is evaluated in the primal, a ``d x d`` solve per prompt. This is the Bayes-optimal prediction under squared loss.
+    formula is evaluated in the primal, a ``d x d`` solve per prompt. This is the Bayes-optimal prediction under
+    squared loss.
     With ``noise_var = 0`` the inverse becomes a pseudo-inverse: the noiseless limit, which for ``Psi = I`` is
     minimum-norm least squares.
     """
@@ -174,8 +175,14 @@ def gd_plus_plus(prompt: Prompt, lr: float | Tensor, gamma: float | Tensor, step
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     dev = prompt.x.device
-    pred = _gd_plus_plus(prompt.x.double(), prompt.y.double(), prompt.x_query.double(), lr.to(dev),
-                         torch.tensor(gamma, dtype=torch.float64, device=dev), steps)
+    pred = _gd_plus_plus(
+        prompt.x.double(),
+        prompt.y.double(),
+        prompt.x_query.double(),
+        lr.to(dev),
+        torch.tensor(gamma, dtype=torch.float64, device=dev),
+        steps,
+    )
     return pred.to(prompt.x.dtype)
 
 
@@ -263,10 +270,16 @@ def kernel_ridge_fit(
         alpha, width = torch.cat([a for a, _ in fits]), torch.cat([h for _, h in fits])
 
     def predict(inputs: Tensor) -> Tensor:
-        if not isinstance(inputs, Tensor) or inputs.ndim != 3 or inputs.shape[0] != prompt.batch_size or (
-                inputs.shape[2] != prompt.dim):
-            raise ValueError(f"inputs must have shape ({prompt.batch_size}, Q, {prompt.dim}), got "
-                             f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}")
+        if (
+            not isinstance(inputs, Tensor)
+            or inputs.ndim != 3
+            or inputs.shape[0] != prompt.batch_size
+            or (inputs.shape[2] != prompt.dim)
+        ):
+            raise ValueError(
+                f"inputs must have shape ({prompt.batch_size}, Q, {prompt.dim}), got "
+                f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}"
+            )
         kernel = _gaussian_kernel(inputs.double(), x, width[:, None, None], additive)
         return ((kernel @ alpha[..., None])[..., 0] + offset[:, None]).to(inputs.dtype)
 
@@ -284,8 +297,9 @@ def _gaussian_kernel(a: Tensor, b: Tensor, width: float | Tensor, additive: bool
     return out / a.shape[2]
 
 
-def _kernel_ridge(prompt: Prompt, lams: tuple[float, ...], bandwidths: tuple[float, ...],
-                  additive: bool) -> tuple[Tensor, Tensor]:
+def _kernel_ridge(
+    prompt: Prompt, lams: tuple[float, ...], bandwidths: tuple[float, ...], additive: bool
+) -> tuple[Tensor, Tensor]:
     """The dual weights ``alpha`` (B, n) and bandwidth (B,) that :func:`kernel_ridge_fit` picks on a chunk of
     prompts, its arguments checked."""
     x, y = prompt.x.double(), prompt.y.double()
@@ -357,8 +371,10 @@ def two_layer_network_fit(
     @torch.no_grad()
     def predict(inputs: Tensor) -> Tensor:
         if not isinstance(inputs, Tensor) or inputs.ndim != 3 or inputs.shape[0] != batch or inputs.shape[2] != dim:
-            raise ValueError(f"inputs must have shape ({batch}, Q, {dim}), got "
-                             f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}")
+            raise ValueError(
+                f"inputs must have shape ({batch}, Q, {dim}), got "
+                f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}"
+            )
         return net(inputs.to(**like))
 
     return predict

@@ -26,7 +26,8 @@ from icl_utils.tasks.nonparametric import NonparametricTasks
 
 
 def optimal_gd_lr(n: int, dim: int, noise_var: float, prior_var: float = 1.0) -> float:
-    """The step size minimizing the risk of :func:`~icl_utils.estimators.one_step_gd` for ``x ~ N(0, I)``, ``w ~ N(0, prior_var I)``.
+    """The step size minimizing the risk of :func:`~icl_utils.estimators.one_step_gd` for ``x ~ N(0, I)``, ``w ~ N(0,
+    prior_var I)``.
 
     The risk is ``prior_var d (lr^2 (n+d+1)/n - 2 lr + 1) + lr^2 noise_var d / n`` (Wishart moments), minimized at
     ``lr = prior_var n / (prior_var (n+d+1) + noise_var)``.
@@ -104,8 +105,14 @@ class AttentionMoments:
     w: Tensor
 
     @classmethod
-    def of(cls, features: Callable[[Tensor], Tensor], task: object, *, prior_cov: Tensor | None = None,
-           points: int | None = None) -> AttentionMoments:
+    def of(
+        cls,
+        features: Callable[[Tensor], Tensor],
+        task: object,
+        *,
+        prior_cov: Tensor | None = None,
+        points: int | None = None,
+    ) -> AttentionMoments:
         """Moments of ``features`` (a map from ``(K, dim)`` inputs to ``(K, N)`` features: the true basis
         ``task.features`` or a model's ``model.features``) under ``task``'s inputs and labels (the query's without noise
         for a task with ``noiseless_query``), with the coefficients'
@@ -153,16 +160,18 @@ def _quadrature(task: NonparametricTasks, points: int) -> tuple[Tensor, Tensor]:
     return nodes, task.features(nodes)
 
 
-def _moments(features: Callable[[Tensor], Tensor], task: object, prior_cov: Tensor | None,
-             points: int | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _moments(
+    features: Callable[[Tensor], Tensor], task: object, prior_cov: Tensor | None, points: int | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``E y^2``, ``C``, ``G`` and ``W`` of :class:`AttentionMoments`, in float64 on the CPU, differentiable in the
     parameters of ``features`` where autograd is on."""
     if not isinstance(task, NonparametricTasks):
         raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
     if not callable(features):
         raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
-    prior = (torch.diag(task.prior_var()) if prior_cov is None
-             else checks.psd_matrix("prior_cov", prior_cov, task.n_basis))
+    prior = (
+        torch.diag(task.prior_var()) if prior_cov is None else checks.psd_matrix("prior_cov", prior_cov, task.n_basis)
+    )
     points = checks.positive_int("points", points) if points is not None else (4096 if task.dim == 1 else 2**15)
     nodes, basis = _quadrature(task, points)
     owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
@@ -180,8 +189,9 @@ def _moments(features: Callable[[Tensor], Tensor], task: object, prior_cov: Tens
     return query_second.mean(), b @ prior @ b.T, phi.T @ phi / k, (phi * second[:, None]).T @ phi / k
 
 
-def profiled_attention_risk(features: Callable[[Tensor], Tensor], task: object, n: int, *,
-                            points: int | None = None, rtol: float = 1e-10) -> Tensor:
+def profiled_attention_risk(
+    features: Callable[[Tensor], Tensor], task: object, n: int, *, points: int | None = None, rtol: float = 1e-10
+) -> Tensor:
     """The ICL risk of linear attention on ``features`` with its best ``Gamma``, ``R(Gamma*) = E y^2 -
     tr(S^-1 C G^-1 C)`` (:class:`AttentionMoments`), as a float64 scalar that autograd differentiates through the
     parameters of ``features``: the pretraining loss on infinitely many tasks, with ``Gamma`` profiled out. ``G``
@@ -197,16 +207,29 @@ def profiled_attention_risk(features: Callable[[Tensor], Tensor], task: object, 
     return second - torch.trace(torch.linalg.solve(ridged(s), c) @ torch.linalg.solve(ridged(g), c))
 
 
-def attention_gamma(features: Callable[[Tensor], Tensor], task: object, n: int, *, prior_cov: Tensor | None = None,
-                    points: int | None = None) -> Tensor:
+def attention_gamma(
+    features: Callable[[Tensor], Tensor],
+    task: object,
+    n: int,
+    *,
+    prior_cov: Tensor | None = None,
+    points: int | None = None,
+) -> Tensor:
     """The ``Gamma`` that minimizes :func:`attention_risk` (see :meth:`AttentionMoments.gamma`). It is what
     pretraining on infinitely many tasks from ``prior_cov`` (default: the task's prior) converges to for a fixed
     feature map, and the limit of stage-2 ridge fitting as the number of prompts grows and the penalty vanishes."""
     return AttentionMoments.of(features, task, prior_cov=prior_cov, points=points).gamma(n)
 
 
-def attention_risk(features: Callable[[Tensor], Tensor], task: object, n: int, gamma: Tensor, *,
-                   prior_cov: Tensor | None = None, points: int | None = None) -> Tensor:
+def attention_risk(
+    features: Callable[[Tensor], Tensor],
+    task: object,
+    n: int,
+    gamma: Tensor,
+    *,
+    prior_cov: Tensor | None = None,
+    points: int | None = None,
+) -> Tensor:
     """The exact ICL risk of linear attention on a feature map, ``E (y_q - (1/n) sum_i y_i phi(x_i)^T Gamma
     phi(x_q))^2``, for tasks ``F = beta^T f`` of a :class:`~icl_utils.tasks.nonparametric.NonparametricTasks`.
 
@@ -237,8 +260,9 @@ def bayes_risk(
     n_mc = checks.positive_int("n_mc", n_mc, minimum=2)
     checks.generator(generator)
     d = mean.shape[0]
-    chunk_size = (config.prompts_per_chunk(n * (n + d)) if chunk_size is None
-                  else checks.positive_int("chunk_size", chunk_size))
+    chunk_size = (
+        config.prompts_per_chunk(n * (n + d)) if chunk_size is None else checks.positive_int("chunk_size", chunk_size)
+    )
     h_sqrt = checks.psd_sqrt(h)
     solve = torch.linalg.solve if noise > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
     total, total_sq = 0.0, 0.0
@@ -343,8 +367,11 @@ def _lsa_moments(task: object) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     k_cov = torch.einsum("ijab,jl->ilab", k, cov)  # K_ab Sigma
     k_mu = torch.einsum("ijab,j->iab", k, mu)  # K_ab mu
     cov_k_mu = torch.einsum("li,iab->lab", cov, k_mu)  # Sigma K_ab mu
-    c2 = (torch.einsum("ab,ce->abce", mean_c, mean_c) + 2 * torch.einsum("ijab,jice->abce", k_cov, k_cov)
-          + 4 * torch.einsum("iab,ice->abce", k_mu, cov_k_mu))
+    c2 = (
+        torch.einsum("ab,ce->abce", mean_c, mean_c)
+        + 2 * torch.einsum("ijab,jice->abce", k_cov, k_cov)
+        + 4 * torch.einsum("iab,ice->abce", k_mu, cov_k_mu)
+    )
     c3 = torch.einsum("ab,l->abl", mean_c, mu[:d]) + 2 * cov_k_mu[:d].permute(1, 2, 0)
     second = torch.trace(h @ (psi + torch.outer(mean, mean))) + noise
     return second, c2, c3, h
@@ -361,7 +388,9 @@ def _lsa_quadratic(c2: Tensor, c3: Tensor, n: int, u: Tensor) -> tuple[Tensor, T
 def lsa_risk(task: object, n: int, u: Tensor, b: Tensor) -> Tensor:
     """The exact ICL risk ``E (u^T S B x_q - y_q)^2`` of linear self-attention (chapter 4's LSA), for Gaussian tasks.
 
-    An :func:`~icl_utils.models.linear_attention.LSA` predicts ``u^T S B x_q`` with ``S = Z M Z^T / n`` the context tokens'
+
+    An :func:`~icl_utils.models.linear_attention.LSA` predicts ``u^T S B x_q`` with ``S = Z M Z^T / n`` the context
+    tokens'
     second-moment matrix, ``u`` (shape ``(d+1,)``) the last row of ``W_P W_V`` and ``b`` (shape ``(d+1, d)``) the
     first ``d`` columns of ``W_K^T W_Q``. Given the task ``beta``, the tokens are ``N(0, C)`` with
     ``C = [[H, H beta], [beta^T H, beta^T H beta + sigma^2]]``, so ``E[S] = C`` and, for ``A = B H B^T``,
@@ -395,8 +424,9 @@ def _profiled_lsa_risk(second: Tensor, c2: Tensor, c3: Tensor, h: Tensor, n: int
     return second - torch.trace(torch.linalg.solve(n_mat, w) @ h @ w.T)
 
 
-def _newton(fn: Callable[[Tensor], Tensor], start: Tensor, max_iter: int, tol: float,
-            rounding: float) -> tuple[float, Tensor]:
+def _newton(
+    fn: Callable[[Tensor], Tensor], start: Tensor, max_iter: int, tol: float, rounding: float
+) -> tuple[float, Tensor]:
     """Minimize a smooth function of a few variables by Newton's method on the Hessian with its eigenvalues made
     positive (a descent direction at saddles too) and a backtracking line search; returns the value and the point."""
     x = start.clone()
@@ -460,8 +490,10 @@ def optimal_lsa(task: object, n: int, *, starts: int = 8, seed: int = 0, max_ite
     inits = [first] + [torch.randn(d + 1, generator=gen, dtype=torch.float64) for _ in range(starts - 1)]
     # Rounding floors of the gradient and of the value: the profile is a difference of terms of size E y_q^2.
     scale = max(second.item(), 1.0)
-    _, best_u = min((_newton(objective, init / init.norm(), max_iter, 1e-13 * scale, 1e-15 * scale)
-                     for init in inits), key=lambda pair: pair[0])
+    _, best_u = min(
+        (_newton(objective, init / init.norm(), max_iter, 1e-13 * scale, 1e-15 * scale) for init in inits),
+        key=lambda pair: pair[0],
+    )
     u = best_u / best_u.norm()
     n_mat, w = _lsa_quadratic(c2, c3, n, u)
     return u, torch.linalg.solve(n_mat, w)

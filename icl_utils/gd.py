@@ -7,7 +7,6 @@ step size, so that no caller flattens parameters into one vector by hand.
 from __future__ import annotations
 
 import numbers
-
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -69,7 +68,7 @@ def _step_sizes(lr: object, blocks: dict[str, Tensor]) -> dict[str, float]:
     """One positive step size per block: ``lr`` itself, or ``lr[name]`` when ``lr`` is a dict over the blocks."""
     if not isinstance(lr, Mapping):
         lr = checks.nonnegative_float("lr", lr, strict=True)
-        return {name: lr for name in blocks}
+        return dict.fromkeys(blocks, lr)
     if set(lr) != set(blocks):
         raise ValueError(f"lr must name the same blocks as init, {sorted(blocks)}, got {sorted(lr)}")
     return {name: checks.nonnegative_float(f"lr[{name!r}]", lr[name], strict=True) for name in blocks}
@@ -94,7 +93,8 @@ def gradient_descent(
     the same form, and ``lr`` is one step size or a dict of them, one per block. ``record(theta)`` returns the
     quantities to keep (default: the loss), every ``record_every`` steps and at the end. ``hook(step, theta,
     loss)``, if given, runs after every step with that step's loss (a tensor on the device) and may change
-    ``theta`` in place (chapter 2's birth-death and perturbation). ``until(recorded)``, if given, sees every record (a dict of numpy arrays) and stops the descent
+    ``theta`` in place (chapter 2's birth-death and perturbation). ``until(recorded)``, if given, sees every record
+    (a dict of numpy arrays) and stops the descent
     at the first one where it returns True: the history then ends there. Returns the final parameters, in the form
     of ``init``, and the history.
 

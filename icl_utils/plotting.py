@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator
-import torch
 from torch import Tensor
 
 from icl_utils import checks
@@ -259,15 +259,21 @@ def plot_error_per_dimension(
     logy = checks.boolean("logy", logy)
     if ax is None:
         _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.2))
-    plot_error_curves(curves, ax=ax, normalize=dim,
-                      reference={"noise level": noise_var / dim} if noise_var > 0 else None,
-                      ylabel="squared error / d", logy=logy, ylim=ylim)
+    plot_error_curves(
+        curves,
+        ax=ax,
+        normalize=dim,
+        reference={"noise level": noise_var / dim} if noise_var > 0 else None,
+        ylabel="squared error / d",
+        logy=logy,
+        ylim=ylim,
+    )
     ax.axvline(dim, color="0.7", linewidth=1)
     if ylim is None:
         means = [mean_and_band(errors)[0].numpy() / dim for errors in curves.values()]
         start = max(float(m[0]) for m in means)
         if logy:
-            values = np.concatenate(means + [np.array([noise_var / dim])])
+            values = np.concatenate([*means, np.array([noise_var / dim])])
             values = values[values > 0]
             if values.size:  # all zero: keep matplotlib's limits
                 ax.set_ylim(0.7 * values.min(), 2 * max(start, values.min()))
@@ -308,7 +314,10 @@ def plot_bases_and_tasks(
 
 
 def plot_rate_curves(
-    ns: Sequence[int], curves: Mapping[float, np.ndarray], *, oracle: Mapping[float, np.ndarray],
+    ns: Sequence[int],
+    curves: Mapping[float, np.ndarray],
+    *,
+    oracle: Mapping[float, np.ndarray],
     oracle_n: Sequence[int],
 ) -> Figure:
     """Excess ICL risk against the context length, one panel per smoothness ``s``: ``curves[s]`` (shape
@@ -323,11 +332,17 @@ def plot_rate_curves(
     ns = np.asarray(ns, dtype=float)
     for ax, (s, curve) in zip(axes, curves.items()):
         rate = 2 * s / (2 * s + 1)
-        ax.plot(ns, curve, marker="o",
-                label=f"best linear attention (last slope {local_slopes(ns, curve)[-1]:.2f})")
+        ax.plot(ns, curve, marker="o", label=f"best linear attention (last slope {local_slopes(ns, curve)[-1]:.2f})")
         mean, se = oracle[s][:, 0], oracle[s][:, 1]
-        ax.errorbar(oracle_n, mean, yerr=1.96 * se, fmt="s", color="C2", capsize=3,
-                    label=f"Bayes oracle (slope {fit_slope(oracle_n, mean):.2f})")
+        ax.errorbar(
+            oracle_n,
+            mean,
+            yerr=1.96 * se,
+            fmt="s",
+            color="C2",
+            capsize=3,
+            label=f"Bayes oracle (slope {fit_slope(oracle_n, mean):.2f})",
+        )
         ax.plot(ns, curve[-1] * (ns / ns[-1]) ** -rate, color="0.5", linestyle="--", label=f"$n^{{-{rate:.2f}}}$")
         ax.set(xscale="log", xlabel="context length $n$", title=f"$s = {s:g}$")
         log_y(ax)
@@ -399,11 +414,16 @@ def plot_pretraining_sets(curves: Mapping[str, Mapping[str, np.ndarray]], *, noi
     left.axhline(noise_var, color="k", linestyle="--", label="noise variance")
     left.set(xscale="log", xlabel="$T / N^2$", ylabel="risk on the pool")
     left.set_ylim(bottom=0)
-    grid = np.geomspace(min(np.min(c["ratio"]) for c in curves.values()),
-                        max(np.max(c["ratio"]) for c in curves.values()), 50)
+    grid = np.geomspace(
+        min(np.min(c["ratio"]) for c in curves.values()), max(np.max(c["ratio"]) for c in curves.values()), 50
+    )
     (line,) = right.plot(grid, 1 / grid, color="k", linestyle="--", label="$N^2 / T$")
-    right.set(xscale="log", yscale="log", xlabel="$T / N^2$",
-              ylabel="$\\mathcal{R}(\\hat\\Gamma_T) / \\mathcal{R}(\\Gamma^*) - 1$")
+    right.set(
+        xscale="log",
+        yscale="log",
+        xlabel="$T / N^2$",
+        ylabel="$\\mathcal{R}(\\hat\\Gamma_T) / \\mathcal{R}(\\Gamma^*) - 1$",
+    )
     left.legend(loc="lower right")  # the curves rise to the upper right
     right.legend(handles=[line])
     fig.tight_layout()
@@ -433,8 +453,10 @@ def plot_learner_comparison(
         for name, v in monte_carlo.items():
             v = np.asarray(v)
             if v.shape != (len(ns), 2):
-                raise ValueError(f"panels[{title!r}][1][{name!r}] (mean and standard error) must have shape "
-                                 f"({len(ns)}, 2), got {v.shape}")
+                raise ValueError(
+                    f"panels[{title!r}][1][{name!r}] (mean and standard error) must have shape "
+                    f"({len(ns)}, 2), got {v.shape}"
+                )
             ax.errorbar(ns, v[:, 0], yerr=1.96 * v[:, 1], marker="o", capsize=3, label=name)
         ax.set_title(title)
         _context_axis(ax, ns)
@@ -447,7 +469,11 @@ def plot_learner_comparison(
 
 
 def plot_task_diversity(
-    ms: Sequence[int], risks: Mapping[str, np.ndarray], *, gaussian_best: float, bayes: float,
+    ms: Sequence[int],
+    risks: Mapping[str, np.ndarray],
+    *,
+    gaussian_best: float,
+    bayes: float,
     ylim: tuple[float, float] = (1e-4, 5),
 ) -> Figure:
     """Excess ICL risk against the number ``M`` of tasks in the pretraining pool (``ms``), one line per entry of
@@ -455,10 +481,24 @@ def plot_task_diversity(
     in red with squares; "new" solid, else dotted), with the best attention and the Bayes risk under the Gaussian
     prior dashed. Returns the figure."""
     fig, ax = plt.subplots(figsize=_size(7, 4))
-    styles = {k: dict(marker="o" if "attention" in k else "s", linestyle="-" if "new" in k else ":",
-                      color="C0" if "attention" in k else "C3") for k in risks}
-    plot_lines(np.asarray(ms), risks, ax=ax, xlabel="number of pretraining tasks in the pool $M$",
-               ylabel="excess ICL risk", logx=True, logy=True, styles=styles)
+    styles = {
+        k: dict(
+            marker="o" if "attention" in k else "s",
+            linestyle="-" if "new" in k else ":",
+            color="C0" if "attention" in k else "C3",
+        )
+        for k in risks
+    }
+    plot_lines(
+        np.asarray(ms),
+        risks,
+        ax=ax,
+        xlabel="number of pretraining tasks in the pool $M$",
+        ylabel="excess ICL risk",
+        logx=True,
+        logy=True,
+        styles=styles,
+    )
     ax.axhline(gaussian_best, color="C0", linestyle="--", linewidth=1, label="best attention, Gaussian prior")
     ax.axhline(bayes, color="C2", linestyle="--", linewidth=1, label="Bayes, Gaussian prior")
     ax.set_ylim(*ylim)
@@ -482,8 +522,14 @@ def _median_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
     ax.fill_between(xs, values.min(1), values.max(1), color=ax.lines[-1].get_color(), alpha=0.15, linewidth=0)
 
 
-def plot_model_losses(steps: np.ndarray, losses: Mapping[str, np.ndarray], *, ax: Axes | None = None,
-                      ylabel: str = "loss", title: str | None = None) -> Axes:
+def plot_model_losses(
+    steps: np.ndarray,
+    losses: Mapping[str, np.ndarray],
+    *,
+    ax: Axes | None = None,
+    ylabel: str = "loss",
+    title: str | None = None,
+) -> Axes:
     """The training loss of several mean-field models against gradient step, on a log scale: ``losses`` maps a
     model's name (``"attention"``, ``"static"``, ``"modified"``, or an ablation) to its recorded losses, shape
     ``(len(steps),)`` or ``(len(steps), S)`` for ``S`` students (then the median, and the range as a band); the
@@ -500,8 +546,14 @@ def plot_model_losses(steps: np.ndarray, losses: Mapping[str, np.ndarray], *, ax
     return ax
 
 
-def plot_escape_times(noise: np.ndarray, escapes: Mapping[str, np.ndarray], *, steps: int, ax: Axes | None = None,
-                      title: str | None = None) -> Axes:
+def plot_escape_times(
+    noise: np.ndarray,
+    escapes: Mapping[str, np.ndarray],
+    *,
+    steps: int,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
     """When each variant of the dynamics leaves a saddle (its loss halves) against the size of the start's
     deviation from it: ``noise`` (``(S,)``, positive; a zero is drawn at the left edge as "exactly at the
     saddle"), ``escapes`` maps a variant to its escape steps ``(S,)`` (``inf``: not within the run of ``steps``,
@@ -513,8 +565,15 @@ def plot_escape_times(noise: np.ndarray, escapes: Mapping[str, np.ndarray], *, s
     xs = np.where(noise > 0, noise, exact)
     for i, (name, values) in enumerate(escapes.items()):
         values = np.minimum(np.asarray(values, dtype=float), steps)
-        ax.plot(xs, values, marker="o", color=MODEL_COLORS.get(name, PALETTE[(3 + i) % len(PALETTE)]), label=name,
-                markersize=4, linestyle="--" if name == "modified" else "-")
+        ax.plot(
+            xs,
+            values,
+            marker="o",
+            color=MODEL_COLORS.get(name, PALETTE[(3 + i) % len(PALETTE)]),
+            label=name,
+            markersize=4,
+            linestyle="--" if name == "modified" else "-",
+        )
     ax.axhline(steps, color="0.6", linewidth=1)
     ax.set_xscale("log")
     ax.invert_xaxis()
@@ -528,8 +587,9 @@ def plot_escape_times(noise: np.ndarray, escapes: Mapping[str, np.ndarray], *, s
     return ax
 
 
-def plot_escape_by_variant(escapes: Mapping[str, np.ndarray], *, steps: int, ax: Axes | None = None,
-                           title: str | None = None) -> Axes:
+def plot_escape_by_variant(
+    escapes: Mapping[str, np.ndarray], *, steps: int, ax: Axes | None = None, title: str | None = None
+) -> Axes:
     """The escape steps of several variants of the dynamics from one start, one column of dots per variant (one dot
     per student, ``escapes[name]`` of shape ``(S,)``; ``inf``, not within the run of ``steps``, drawn at the top)
     with the median as a bar."""
@@ -548,10 +608,17 @@ def plot_escape_by_variant(escapes: Mapping[str, np.ndarray], *, steps: int, ax:
     return ax
 
 
-def plot_mean_field_training(steps: np.ndarray, losses_a: Mapping[str, np.ndarray],
-                             losses_b: Mapping[str, np.ndarray], noise: np.ndarray,
-                             escapes_by_noise: Mapping[str, np.ndarray], escapes_at_saddle: Mapping[str, np.ndarray],
-                             *, saddle_steps: int, figsize: tuple[float, float] = (12, 8)) -> plt.Figure:
+def plot_mean_field_training(
+    steps: np.ndarray,
+    losses_a: Mapping[str, np.ndarray],
+    losses_b: Mapping[str, np.ndarray],
+    noise: np.ndarray,
+    escapes_by_noise: Mapping[str, np.ndarray],
+    escapes_at_saddle: Mapping[str, np.ndarray],
+    *,
+    saddle_steps: int,
+    figsize: tuple[float, float] = (12, 8),
+) -> plt.Figure:
     """Four panels: (a) the models' losses on a nondegenerate teacher and (b) on a degenerate one
     (:func:`plot_model_losses`, medians over students with their range); the escape from a saddle against the
     start's distance from it (:func:`plot_escape_times`) and, for students started exactly there, by variant of the
@@ -565,9 +632,16 @@ def plot_mean_field_training(steps: np.ndarray, losses_a: Mapping[str, np.ndarra
     return fig
 
 
-def plot_readout_errors(steps: np.ndarray, learned: Mapping[str, np.ndarray], random: Mapping[str, np.ndarray],
-                        teacher: Mapping[str, float], *, titles: Mapping[str, str] | None = None,
-                        columns: int | None = None, figsize: tuple[float, float] | None = None) -> plt.Figure:
+def plot_readout_errors(
+    steps: np.ndarray,
+    learned: Mapping[str, np.ndarray],
+    random: Mapping[str, np.ndarray],
+    teacher: Mapping[str, float],
+    *,
+    titles: Mapping[str, str] | None = None,
+    columns: int | None = None,
+    figsize: tuple[float, float] | None = None,
+) -> plt.Figure:
     """One panel per task (the keys of ``learned``, in rows of ``columns`` panels; default one row): the relative
     error of the best readout from the learned features along training (``learned[task]``, ``(len(steps),)`` or
     ``(len(steps), S)`` for ``S`` students, then their median and range), the range over random feature maps (a
@@ -578,7 +652,7 @@ def plot_readout_errors(steps: np.ndarray, learned: Mapping[str, np.ndarray], ra
     rows = -(-len(learned) // columns)
     size = figsize or (5.5 * min(columns, len(learned)), 3.6 * rows)
     fig, axes = plt.subplots(rows, min(columns, len(learned)), figsize=_size(*size), squeeze=False)
-    for ax in axes.flat[len(learned):]:
+    for ax in axes.flat[len(learned) :]:
         ax.set_visible(False)
     for ax, name in zip(axes.flat, learned):
         _median_band(ax, steps, learned[name], color=MODEL_COLORS["static"], label="learned features")
@@ -604,8 +678,10 @@ def plot_subspace_mass(
     in the hidden subspace at initialization (grey) and after training (blue). ``initial`` and ``trained`` hold one
     share in ``[0, 1]`` per label."""
     if not len(labels) == len(initial) == len(trained) or not len(labels):
-        raise ValueError(f"labels, initial and trained must have the same non-zero length, got "
-                         f"{len(labels)}, {len(initial)} and {len(trained)}")
+        raise ValueError(
+            f"labels, initial and trained must have the same non-zero length, got "
+            f"{len(labels)}, {len(initial)} and {len(trained)}"
+        )
     if ax is None:
         _, ax = plt.subplots(figsize=_size(6.5, 3.8))
     xs = np.arange(len(labels))
@@ -625,8 +701,12 @@ def _seed_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
 
 
 def plot_floor_by_width(
-    widths: Sequence[int], floors: Mapping[str, np.ndarray], *, reference: Mapping[str, float] | None = None,
-    points: Mapping[str, tuple[float, float]] | None = None, ax: Axes | None = None,
+    widths: Sequence[int],
+    floors: Mapping[str, np.ndarray],
+    *,
+    reference: Mapping[str, float] | None = None,
+    points: Mapping[str, tuple[float, float]] | None = None,
+    ax: Axes | None = None,
 ) -> Figure:
     """A model's floor (its risk with an infinitely long prompt) against its width ``m``, on log-log axes: one line
     per way of setting the first layer (``floors[name]`` of shape ``(seeds, len(widths))``; median and range),
@@ -700,8 +780,9 @@ def plot_risk_against_examples(
         ax1.axhline(target, color="0.5", linestyle=":", linewidth=1)
     # One legend entry per colour (d) and per line style (learner), not one per curve.
     handles = [Line2D([], [], color=c, label=f"d = {d}") for d, c in zip(by_dim, PALETTE)]
-    handles += [Line2D([], [], color="k", linestyle=ls, label=name)
-                for name, ls in {"pretrained": "-", **styles}.items()]
+    handles += [
+        Line2D([], [], color="k", linestyle=ls, label=name) for name, ls in {"pretrained": "-", **styles}.items()
+    ]
     handles.append(Line2D([], [], color="k", linestyle="-.", linewidth=1, label="prompt-free E[y|x]"))
     if target is not None:
         handles.append(Line2D([], [], color="0.5", linestyle=":", linewidth=1, label="target"))
@@ -737,8 +818,15 @@ def plot_subspace_recovery(
     fig, axes = plt.subplots(1, len(exponents), figsize=_size(FIGURE_WIDTH, 3.4), sharey=True, squeeze=False)
     for ax, a in zip(axes[0], exponents):
         for (d, t1), color in zip(tasks_by_dim.items(), PALETTE):
-            _seed_band(ax, np.asarray(t1, dtype=float) / d**a, mass_by_dim[d], color=color, marker="o",
-                       markersize=3, label=f"d = {d}")
+            _seed_band(
+                ax,
+                np.asarray(t1, dtype=float) / d**a,
+                mass_by_dim[d],
+                color=color,
+                marker="o",
+                markersize=3,
+                label=f"d = {d}",
+            )
         if level is not None:
             ax.axhline(level, color="0.5", linestyle=":", linewidth=1)
         ax.set(xscale="log", xlabel=f"stage-1 tasks $T_1 / d^{{{a:g}}}$", ylim=(0, 1))
@@ -772,8 +860,14 @@ def plot_sample_complexity(
             color = PALETTE[i % len(PALETTE)]
             ax.plot(xs, values[:, 0], "-o", color=color, label=label)
             if values.shape[1] == 3:
-                ax.errorbar(xs, values[:, 0], yerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
-                            fmt="none", ecolor=color, capsize=3)
+                ax.errorbar(
+                    xs,
+                    values[:, 0],
+                    yerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
+                    fmt="none",
+                    ecolor=color,
+                    capsize=3,
+                )
         ax.set(xscale="log", yscale="log", xlabel=title, ylabel=ylabel)
         ax.set_xticks(xs, [f"{x:g}" for x in xs])
         ax.minorticks_off()
@@ -816,9 +910,12 @@ def plot_error_panels(
 
 # ---- Chapter 4: linear transformer blocks ------------------------------------
 #: Trained models as markers, closed-form optima dotted; attention alone red, with the MLP (GD-beta) blue.
-SIGNAL_STYLES = {"LSA": {"marker": "o", "color": PALETTE[2]}, "LTB": {"marker": "s", "color": PALETTE[0]},
-                 "best GD-0": {"linestyle": ":", "color": PALETTE[2]},
-                 "best GD-β": {"linestyle": ":", "color": PALETTE[0]}}
+SIGNAL_STYLES = {
+    "LSA": {"marker": "o", "color": PALETTE[2]},
+    "LTB": {"marker": "s", "color": PALETTE[0]},
+    "best GD-0": {"linestyle": ":", "color": PALETTE[2]},
+    "best GD-β": {"linestyle": ":", "color": PALETTE[0]},
+}
 
 
 def plot_risk_against_signal(
@@ -838,8 +935,14 @@ def plot_risk_against_signal(
             raise ValueError(f"risks[{name!r}] must hold one risk per norm ({len(norms)}), got shape {values.shape}")
     if ax is None:
         _, ax = plt.subplots(figsize=_size(7.5, 4.2))
-    plot_lines(np.asarray(norms, dtype=float), series, ax=ax, styles=SIGNAL_STYLES if styles is None else styles,
-               xlabel=r"norm of the shared signal $\|\beta^*\|$", ylabel="ICL risk")
+    plot_lines(
+        np.asarray(norms, dtype=float),
+        series,
+        ax=ax,
+        styles=SIGNAL_STYLES if styles is None else styles,
+        xlabel=r"norm of the shared signal $\|\beta^*\|$",
+        ylabel="ICL risk",
+    )
     if bayes is not None:
         ax.axhline(bayes, linestyle="--", color="0.4", label="Bayes")
     ax.legend()
@@ -855,28 +958,41 @@ def _scatter_on_diagonal(ax: Axes, x: Tensor, y: Tensor, lims: Sequence[float], 
 
 
 def plot_gd_beta_reading(
-    pred_read: Tensor, pred_ltb: Tensor, gamma_star: Tensor, gamma_read: Tensor, *, beta_star: Tensor | None = None,
-    beta_read: Tensor | None = None, k: int = 2000
+    pred_read: Tensor,
+    pred_ltb: Tensor,
+    gamma_star: Tensor,
+    gamma_read: Tensor,
+    *,
+    beta_star: Tensor | None = None,
+    beta_read: Tensor | None = None,
+    k: int = 2000,
 ) -> Figure:
     """Two panels on the GD-beta model read off a trained LTB. Left, the LTB's predictions ``pred_ltb`` against
     the read model's ``pred_read`` (both shape ``(B,)``, the first ``k`` prompts); right, the read step
     ``gamma_read`` against the optimal ``gamma_star`` entry by entry (both ``(d, d)``), and the read initialization
     ``beta_read`` against ``beta_star`` (both ``(d,)``) when given."""
     if pred_read.shape != pred_ltb.shape or pred_read.ndim != 1:
-        raise ValueError(f"pred_read and pred_ltb must both have shape (B,), got {tuple(pred_read.shape)} and "
-                         f"{tuple(pred_ltb.shape)}")
+        raise ValueError(
+            f"pred_read and pred_ltb must both have shape (B,), got {tuple(pred_read.shape)} and "
+            f"{tuple(pred_ltb.shape)}"
+        )
     if gamma_star.shape != gamma_read.shape or gamma_star.ndim != 2:
-        raise ValueError(f"gamma_star and gamma_read must both have shape (d, d), got {tuple(gamma_star.shape)} "
-                         f"and {tuple(gamma_read.shape)}")
+        raise ValueError(
+            f"gamma_star and gamma_read must both have shape (d, d), got {tuple(gamma_star.shape)} "
+            f"and {tuple(gamma_read.shape)}"
+        )
     if (beta_star is None) != (beta_read is None):
         raise ValueError("give both beta_star and beta_read, or neither")
     if beta_star is not None and (beta_star.shape != beta_read.shape or beta_star.shape != gamma_star.shape[:1]):
-        raise ValueError(f"beta_star and beta_read must both have shape ({gamma_star.shape[0]},), got "
-                         f"{tuple(beta_star.shape)} and {tuple(beta_read.shape)}")
+        raise ValueError(
+            f"beta_star and beta_read must both have shape ({gamma_star.shape[0]},), got "
+            f"{tuple(beta_star.shape)} and {tuple(beta_read.shape)}"
+        )
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=_size(6.4, 8.4))
     pred_read, pred_ltb = pred_read[:k].detach().cpu(), pred_ltb[:k].detach().cpu()
-    _scatter_on_diagonal(ax1, pred_read, pred_ltb, [pred_ltb.min().item(), pred_ltb.max().item()], s=4, alpha=0.5,
-                         color=PALETTE[0])
+    _scatter_on_diagonal(
+        ax1, pred_read, pred_ltb, [pred_ltb.min().item(), pred_ltb.max().item()], s=4, alpha=0.5, color=PALETTE[0]
+    )
     ax1.set(xlabel="GD-β read off the LTB", ylabel="trained LTB")
     true = [gamma_star.detach().cpu().flatten()]
     read = [gamma_read.detach().cpu().flatten()]
@@ -887,7 +1003,9 @@ def plot_gd_beta_reading(
     lims = [min(everything.min().item(), 0.0), everything.max().item()]
     # Γ* of an isotropic task has two distinct entries (diagonal, off-diagonal), so many points coincide: the
     # legend counts them, and hollow markers show the spread of the read entries around each.
-    ax2.scatter(true[0], read[0], s=60, facecolors="none", edgecolors=PALETTE[2], label=f"entries of Γ ({len(true[0])})")
+    ax2.scatter(
+        true[0], read[0], s=60, facecolors="none", edgecolors=PALETTE[2], label=f"entries of Γ ({len(true[0])})"
+    )
     if beta_star is not None:
         ax2.scatter(true[1], read[1], s=30, marker="s", color=PALETTE[1], label=f"entries of β₀ ({len(true[1])})")
     ax2.plot(lims, lims, "--", color="0.4", label="equal")
@@ -917,19 +1035,30 @@ def plot_gap_scaling(
         if not norm > 0:
             raise ValueError(f"norms must be > 0 (the gap is divided by the squared norm), got {norm}")
         curves = [("closed", closed.get(norm))] + ([("control", control.get(norm))] if control else [])
-        if np.atleast_2d(np.asarray(gaps, dtype=float)).shape[1] != len(ns) or any(
-                curve is not None and np.asarray(curve).shape != (len(ns),) for _, curve in curves) or (
-                closed.get(norm) is None):
-            raise ValueError(f"trained[{norm}] must have shape (seeds, {len(ns)}), and closed[{norm}] (and "
-                             f"control[{norm}], if given) shape ({len(ns)},)")
+        if (
+            np.atleast_2d(np.asarray(gaps, dtype=float)).shape[1] != len(ns)
+            or any(curve is not None and np.asarray(curve).shape != (len(ns),) for _, curve in curves)
+            or (closed.get(norm) is None)
+        ):
+            raise ValueError(
+                f"trained[{norm}] must have shape (seeds, {len(ns)}), and closed[{norm}] (and "
+                f"control[{norm}], if given) shape ({len(ns)},)"
+            )
     if ax is None:
         _, ax = plt.subplots(figsize=_size(6.4, 4.2))
     for (norm, gaps), color in zip(trained.items(), PALETTE):
         gaps = np.atleast_2d(np.asarray(gaps, dtype=float))
         scaled = gaps * ns / norm**2
         mid = np.median(scaled, axis=0)
-        ax.errorbar(ns, mid, yerr=[mid - scaled.min(0), scaled.max(0) - mid], fmt="o", color=color, capsize=3,
-                    label=rf"{label}, $\|\beta^*\| = {norm:g}$")
+        ax.errorbar(
+            ns,
+            mid,
+            yerr=[mid - scaled.min(0), scaled.max(0) - mid],
+            fmt="o",
+            color=color,
+            capsize=3,
+            label=rf"{label}, $\|\beta^*\| = {norm:g}$",
+        )
         ax.plot(ns, np.asarray(closed[norm]) * ns / norm**2, "-", color=color, alpha=0.7)
         if control is not None and norm in control:
             ax.plot(ns, np.asarray(control[norm]) * ns / norm**2, "--", color=color, alpha=0.7)
@@ -970,8 +1099,15 @@ def plot_risk_ratios_against_n(
             label = f"{method}, SNR {snr:g}"
             series[label] = np.array([ratios[snr, m][method] for m in ns])
             styles[label] = {"color": color, "linestyle": style, "marker": "o" if i == 0 else None}
-    plot_lines(ns, series, ax=ax, styles=styles, xlabel="number of context examples $n$",
-               ylabel="ICL risk / Bayes risk", logy=True)
+    plot_lines(
+        ns,
+        series,
+        ax=ax,
+        styles=styles,
+        xlabel="number of context examples $n$",
+        ylabel="ICL risk / Bayes risk",
+        logy=True,
+    )
     ax.set_xscale("log")
     ax.set_xticks(ns, [str(m) for m in ns])
     # Ratios span less than a decade, where a log axis labels at most one tick: label a readable set by hand.
@@ -1023,8 +1159,12 @@ def plot_feature_errors(histories: Mapping[str, object], *, level: float | None 
         loss_k = np.asarray(hist.records["loss_k"])
         n = loss_k.shape[1]
         series = {f"$L_{{{k + 1}}}$": loss_k[:, k] for k in range(n)}
-        styles = {name: {"color": PALETTE[0], "linewidth": 2.5} if k == 0 else
-                  {"color": plt.cm.Oranges(0.35 + 0.6 * k / n), "linewidth": 1.2} for k, name in enumerate(series)}
+        styles = {
+            name: {"color": PALETTE[0], "linewidth": 2.5}
+            if k == 0
+            else {"color": plt.cm.Oranges(0.35 + 0.6 * k / n), "linewidth": 1.2}
+            for k, name in enumerate(series)
+        }
         plot_lines(hist.steps, series, ax=ax, ylabel="prediction error $L_k$", logy=True, styles=styles)
         if level is not None:
             ax.axhline(level, linestyle="--", color="0.5", linewidth=1)
@@ -1040,14 +1180,16 @@ def plot_attention_snapshots(steps: np.ndarray, attn: np.ndarray, *, at: Sequenc
     if attn.ndim != 3 or attn.shape[0] != len(steps):
         raise ValueError(f"attn must be (T, K, K) with T = len(steps) = {len(steps)}, got {attn.shape}")
     picks = [min(int(np.searchsorted(steps, t)), len(steps) - 1) for t in at]
-    fig, axes = plt.subplots(1, len(picks), figsize=_size(3.5 * len(picks), 3.6), constrained_layout=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(picks), figsize=_size(3.5 * len(picks), 3.6), constrained_layout=True, squeeze=False
+    )
     plot_attention_heatmaps([attn[i] for i in picks], [f"step {steps[i]}" for i in picks], axes=axes[0])
     return fig
 
 
-def plot_phase_weights(steps: np.ndarray, w: np.ndarray, *, feature: int, other: int,
-                       boundaries: Sequence[float]) -> Figure:
+def plot_phase_weights(
+    steps: np.ndarray, w: np.ndarray, *, feature: int, other: int, boundaries: Sequence[float]
+) -> Figure:
     """The bilinear weights of an under-represented feature ``k = feature`` (0-based) against step: ``A_k`` (to
     its own feature), ``B_{k,1}`` (to the dominant feature 0) and ``B_{k,m}`` (to feature ``m = other``), with
     the four phases shaded and labelled I-IV. ``steps``: shape ``(T,)``; ``w``: shape ``(T, K, K)`` with
@@ -1057,8 +1199,12 @@ def plot_phase_weights(steps: np.ndarray, w: np.ndarray, *, feature: int, other:
         raise ValueError("w must be (T, K, K) with T = len(steps), and boundaries must hold three steps")
     k, m = feature, other
     fig, ax = plt.subplots(figsize=_size(8, 4.2))
-    plot_lines(steps, {f"$A_{{{k + 1}}}$": w[:, k, k], f"$B_{{{k + 1},1}}$": w[:, 0, k],
-                       f"$B_{{{k + 1},{m + 1}}}$": w[:, m, k]}, ax=ax, ylabel="weight")
+    plot_lines(
+        steps,
+        {f"$A_{{{k + 1}}}$": w[:, k, k], f"$B_{{{k + 1},1}}$": w[:, 0, k], f"$B_{{{k + 1},{m + 1}}}$": w[:, m, k]},
+        ax=ax,
+        ylabel="weight",
+    )
     edges = np.minimum([0, *boundaries, steps[-1]], steps[-1])
     for lo, hi, label, shade in zip(edges[:-1], edges[1:], ["I", "II", "III", "IV"], [0.95, 0.88, 0.95, 0.88]):
         ax.axvspan(lo, hi, color=str(shade), zorder=0)
@@ -1084,12 +1230,23 @@ def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
             if t.shape[0] != len(xs):
                 raise ValueError(f"times[{label!r}] must have one row per x value ({len(xs)}), got {t.shape}")
             med = np.median(t, 1)
-            ax.errorbar(xs, med, yerr=[med - t.min(1), t.max(1) - med], fmt="o-", color=PALETTE[i % len(PALETTE)],
-                        capsize=3, label=label)
+            ax.errorbar(
+                xs,
+                med,
+                yerr=[med - t.min(1), t.max(1) - med],
+                fmt="o-",
+                color=PALETTE[i % len(PALETTE)],
+                capsize=3,
+                label=label,
+            )
         for j, (label, b) in enumerate(panel.get("bounds", {}).items()):
             ax.plot(x, b, "--", color=str(0.2 + 0.25 * j), label=label)
-        ax.set(xscale="log", yscale="log", xlabel=panel["xlabel"],
-               ylabel=panel.get("ylabel", "steps to $L_k \\leq \\epsilon$"))
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel=panel["xlabel"],
+            ylabel=panel.get("ylabel", "steps to $L_k \\leq \\epsilon$"),
+        )
         ax.set_xticks(x, [f"{v:g}" for v in x])
         ax.minorticks_off()
         ax.legend()
@@ -1113,21 +1270,36 @@ def plot_training_speed(results: Sequence[Mapping]) -> Figure:
     cases = list(dict.fromkeys(e["name"] for r in results for e in r["ensembles"]))
     for i, r in enumerate(results):
         values = {row["name"]: row["prompts_per_s"] for row in r["rows"]}
-        axes[0].bar(np.arange(len(names)) + i * width, [values.get(n, np.nan) for n in names], width,
-                    label=f"{r['device']} ({r['config']})")
+        axes[0].bar(
+            np.arange(len(names)) + i * width,
+            [values.get(n, np.nan) for n in names],
+            width,
+            label=f"{r['device']} ({r['config']})",
+        )
         ratios = {e["name"]: e["time_ratio"] for e in r["ensembles"]}
-        axes[1].bar(np.arange(len(cases)) + i * width, [ratios.get(c, np.nan) for c in cases], width,
-                    label=f"{r['device']}: {r['ensembles'][0]['models']} models" if ratios else None)
+        axes[1].bar(
+            np.arange(len(cases)) + i * width,
+            [ratios.get(c, np.nan) for c in cases],
+            width,
+            label=f"{r['device']}: {r['ensembles'][0]['models']} models" if ratios else None,
+        )
     centre = width * (len(results) - 1) / 2
     lowest = min((row["prompts_per_s"] for r in results for row in r["rows"]), default=1.0)
     axes[0].set_xticks(np.arange(len(names)) + centre, names, rotation=15)
-    axes[0].set(yscale="log", ylim=(10 ** np.floor(np.log10(lowest)), None), ylabel="training prompts per second",
-                title="one training run")
+    axes[0].set(
+        yscale="log",
+        ylim=(10 ** np.floor(np.log10(lowest)), None),
+        ylabel="training prompts per second",
+        title="one training run",
+    )
     highest = max((e["time_ratio"] for r in results for e in r["ensembles"]), default=1.0)
     axes[1].set_xticks(np.arange(len(cases)) + centre, cases, rotation=15)
     axes[1].axhline(1.0, color="k", lw=0.8, ls=":")
-    axes[1].set(ylim=(0, 1.45 * highest), ylabel="wall time relative to one model",  # room for the legend
-                title="S models at once (train_ensemble)")
+    axes[1].set(
+        ylim=(0, 1.45 * highest),
+        ylabel="wall time relative to one model",  # room for the legend
+        title="S models at once (train_ensemble)",
+    )
     for ax in axes:
         ax.legend(loc="upper left")
     fig.tight_layout()

@@ -53,7 +53,9 @@ class Prompt:
         _check_tensor("y_query", self.y_query, 1)
         batch, n, d = self.x.shape
         if tuple(self.y.shape) != (batch, n):
-            raise ValueError(f"y must have shape {(batch, n)} to match x {tuple(self.x.shape)}, got {tuple(self.y.shape)}")
+            raise ValueError(
+                f"y must have shape {(batch, n)} to match x {tuple(self.x.shape)}, got {tuple(self.y.shape)}"
+            )
         if tuple(self.x_query.shape) != (batch, d):
             raise ValueError(f"x_query must have shape {(batch, d)}, got {tuple(self.x_query.shape)}")
         if tuple(self.y_query.shape) != (batch,):
@@ -79,7 +81,7 @@ class Prompt:
         return self.x.shape[2]
 
     @classmethod
-    def from_points(cls, xs: Tensor, ys: Tensor) -> "Prompt":
+    def from_points(cls, xs: Tensor, ys: Tensor) -> Prompt:
         """The prompt whose ``n + 1`` labelled points are ``xs`` ``(B, n+1, d)`` and ``ys`` ``(B, n+1)``, the last
         one the query: how every sampler builds its prompts."""
         return cls(x=xs[:, :-1], y=ys[:, :-1], x_query=xs[:, -1], y_query=ys[:, -1])
@@ -90,7 +92,7 @@ class Prompt:
         ys = torch.cat([self.y, self.y_query[:, None]], dim=1)
         return xs, ys
 
-    def prefix(self, k: int) -> "Prompt":
+    def prefix(self, k: int) -> Prompt:
         """The prompt whose context is the first ``k`` points and whose query is point ``k`` (0-based)."""
         if not isinstance(k, int) or not 0 <= k <= self.n_context:
             raise ValueError(f"k must be an int in [0, {self.n_context}], got {k!r}")
@@ -102,7 +104,8 @@ class Prompt:
 
         An x token is ``(x, 0)`` and a y token is ``(x, y)``: the y token repeats its input, so one attention layer
         can pair every label with its input. (Garg et al. write the y token as ``(y, 0, ..., 0)``; the model must
-        then first learn to copy each input into the next token, which a short training run may not get past.) A causal model reads its predictions off the x
+        then first learn to copy each input into the next token, which a short training run may not get past.) A
+        causal model reads its predictions off the x
         positions ``0, 2, ..., 2n``, which see every earlier pair but not their own label.
         """
         xs, ys = self.points()
@@ -111,18 +114,18 @@ class Prompt:
         y_tok = torch.cat([xs, ys[:, :, None]], dim=2)
         return torch.stack([x_tok, y_tok], dim=2).reshape(batch, 2 * m, d + 1)[:, :-1]
 
-    def take(self, index: slice | Tensor) -> "Prompt":
+    def take(self, index: slice | Tensor) -> Prompt:
         """The prompts selected by ``index`` along the batch dimension (a slice, indices or a boolean mask)."""
         return Prompt(self.x[index], self.y[index], self.x_query[index], self.y_query[index])
 
-    def split(self, size: int) -> "list[Prompt]":
+    def split(self, size: int) -> list[Prompt]:
         """The batch in consecutive pieces of ``size`` prompts (the last one may be smaller), as ``torch.split``."""
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise ValueError(f"size must be an int >= 1, got {size!r}")
         return [self.take(slice(start, start + size)) for start in range(0, self.batch_size, size)]
 
     @staticmethod
-    def cat(prompts: "list[Prompt]") -> "Prompt":
+    def cat(prompts: list[Prompt]) -> Prompt:
         """The batches ``prompts`` one after the other (they must share ``n``, ``d``, dtype and device)."""
         if not prompts or not all(isinstance(p, Prompt) for p in prompts):
             raise TypeError("prompts must be a non-empty list of icl_utils.Prompt")
@@ -150,8 +153,9 @@ def squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
         raise TypeError(f"predictions must be a torch.Tensor, got {type(preds).__name__}")
     every, query = (prompt.batch_size, prompt.n_context + 1), (prompt.batch_size,)
     if tuple(preds.shape) not in (every, query):
-        raise ValueError(f"predictions must have shape {query} (the query) or {every} (every point), "
-                         f"got {tuple(preds.shape)}")
+        raise ValueError(
+            f"predictions must have shape {query} (the query) or {every} (every point), got {tuple(preds.shape)}"
+        )
     targets = prompt.points()[1] if preds.ndim == 2 else prompt.y_query
     return (preds.to(torch.promote_types(preds.dtype, targets.dtype)) - targets).square()
 
@@ -165,6 +169,7 @@ def swap_contexts(prompt: Prompt, shift: int = 1) -> Prompt:
     if prompt.batch_size < 2:
         raise ValueError(f"prompt must hold at least 2 prompts to swap contexts between, got {prompt.batch_size}")
     if isinstance(shift, bool) or not isinstance(shift, int) or shift % prompt.batch_size == 0:
-        raise ValueError(f"shift must be an int that moves every prompt to another (batch of {prompt.batch_size}), "
-                         f"got {shift!r}")
+        raise ValueError(
+            f"shift must be an int that moves every prompt to another (batch of {prompt.batch_size}), got {shift!r}"
+        )
     return Prompt(prompt.x.roll(shift, 0), prompt.y.roll(shift, 0), prompt.x_query, prompt.y_query)

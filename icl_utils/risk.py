@@ -42,8 +42,10 @@ def _scored(preds: object, prompt: Prompt, *, query_only: bool) -> Tensor:
     prediction per prompt for an estimator (``query_only``), and the predictions checked to be finite."""
     if query_only and (not isinstance(preds, Tensor) or tuple(preds.shape) != (prompt.batch_size,)):
         shape = tuple(preds.shape) if isinstance(preds, Tensor) else type(preds).__name__
-        raise ValueError(f"an estimator must return one prediction per prompt, shape ({prompt.batch_size},), got "
-                         f"{shape}; for a GPT, pass model.predict")
+        raise ValueError(
+            f"an estimator must return one prediction per prompt, shape ({prompt.batch_size},), got "
+            f"{shape}; for a GPT, pass model.predict"
+        )
     errors = squared_errors(preds, prompt)
     checks.finite("predictions", preds)
     return errors
@@ -102,21 +104,35 @@ def effective_ridge(curve: object, prompt: Prompt, lams: Sequence[float]) -> tup
     prompt = checks.prompt(prompt)
     curve = checks.finite("curve", checks.as_float64("curve", curve).cpu())
     if curve.shape != (prompt.n_context + 1,):
-        raise ValueError(f"curve must hold one mean error per prefix length, shape ({prompt.n_context + 1},), got "
-                         f"{tuple(curve.shape)}")
-    lams = [checks.nonnegative_float(f"lams[{i}]", lam, strict=True)
-            for i, lam in enumerate(checks.sequence("lams", lams))]
+        raise ValueError(
+            f"curve must hold one mean error per prefix length, shape ({prompt.n_context + 1},), got "
+            f"{tuple(curve.shape)}"
+        )
+    lams = [
+        checks.nonnegative_float(f"lams[{i}]", lam, strict=True) for i, lam in enumerate(checks.sequence("lams", lams))
+    ]
     if not lams:
         raise ValueError("lams must hold at least one penalty")
-    distances = [float((prefix_errors(lambda p, lam=lam: ridge(p, lam=lam), prompt).double().mean(0).cpu()
-                        - curve).square().mean().sqrt()) for lam in lams]
+    distances = [
+        float(
+            (prefix_errors(lambda p, lam=lam: ridge(p, lam=lam), prompt).double().mean(0).cpu() - curve)
+            .square()
+            .mean()
+            .sqrt()
+        )
+        for lam in lams
+    ]
     best = int(np.argmin(distances))
     return lams[best], distances[best]
 
 
 @torch.no_grad()
 def query_risk(
-    predict: Estimator, task: TaskFamily, n: int, n_prompts: int, generator: torch.Generator,
+    predict: Estimator,
+    task: TaskFamily,
+    n: int,
+    n_prompts: int,
+    generator: torch.Generator,
     chunk_size: int | None = None,
 ) -> tuple[float, float]:
     """Monte Carlo ICL risk ``E (predict(prompt) - y_query)^2`` on ``n_prompts`` fresh prompts of ``n`` examples
@@ -175,8 +191,12 @@ def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
 
 
 def query_risk_curves(
-    predictors: dict[str, Estimator], task: TaskFamily, ns: Sequence[int], n_prompts: int,
-    generator: torch.Generator, chunk_size: int | None = None,
+    predictors: dict[str, Estimator],
+    task: TaskFamily,
+    ns: Sequence[int],
+    n_prompts: int,
+    generator: torch.Generator,
+    chunk_size: int | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`query_risk` of several estimators at every context length in ``ns``: a dict from each name of
     ``predictors`` to an array of shape ``(len(ns), 2)`` (mean, standard error). For each ``n`` in turn, each
@@ -203,11 +223,13 @@ def local_slopes(ns: Sequence[float], risks: Sequence[float]) -> np.ndarray:
 def empirical_and_expected_risk(model: nn.Module, pool: object, task: object) -> tuple[float, float]:
     """A feature-attention model's ICL risk on the ``T`` prompts it was pretrained on (a
     :class:`~icl_utils.tasks.pool.PromptPool`: the empirical risk, their mean squared error) and on new tasks of
-    ``task`` at the pool's context length (the expected risk, exact by :func:`~icl_utils.exact.attention_risk` with the model's own
+    ``task`` at the pool's context length (the expected risk, exact by :func:`~icl_utils.exact.attention_risk` with
+    the model's own
     ``Gamma``). Their gap measures memorization."""
     if not isinstance(model, AttentionOnFeatures):
-        raise TypeError(f"model must be linear attention on features (an AttentionOnFeatures), got "
-                        f"{type(model).__name__}")
+        raise TypeError(
+            f"model must be linear attention on features (an AttentionOnFeatures), got {type(model).__name__}"
+        )
     if not isinstance(pool, PromptPool):
         raise TypeError(f"pool must be a PromptPool, got {type(pool).__name__}")
     empirical = model_errors(model, pool.prompts).mean().item()
@@ -215,7 +237,13 @@ def empirical_and_expected_risk(model: nn.Module, pool: object, task: object) ->
 
 
 def gamma_erm_risks(
-    model: nn.Module, task: object, n: int, sizes: Sequence[int], repeats: int, generator: torch.Generator, *,
+    model: nn.Module,
+    task: object,
+    n: int,
+    sizes: Sequence[int],
+    repeats: int,
+    generator: torch.Generator,
+    *,
     lam: float = 1e-6,
 ) -> np.ndarray:
     """The empirical and expected ICL risk (:func:`empirical_and_expected_risk`) of ``Gamma`` fitted by empirical
@@ -223,8 +251,9 @@ def gamma_erm_risks(
     prompts of ``n`` examples, for every ``T`` in ``sizes`` and ``repeats`` independent pools each: shape
     ``(len(sizes), repeats, 2)``. The features of ``model`` stay fixed; its ``Gamma`` is left at the last fit."""
     if not isinstance(model, AttentionOnFeatures):
-        raise TypeError(f"model must be linear attention on features (an AttentionOnFeatures), got "
-                        f"{type(model).__name__}")
+        raise TypeError(
+            f"model must be linear attention on features (an AttentionOnFeatures), got {type(model).__name__}"
+        )
     checks.task_family(task)
     n = checks.positive_int("n", n)
     sizes = [checks.positive_int("sizes", t) for t in checks.sequence("sizes", sizes)]
@@ -262,8 +291,9 @@ class RiskTerms:
         for name in ("floors", "spreads", "swapped_floors"):
             value = np.asarray(getattr(self, name), dtype=float)
             if value.ndim != 1 or value.size < 2 or not np.isfinite(value).all():
-                raise ValueError(f"{name} must be a finite 1-d array of at least 2 per-task estimates, got shape "
-                                 f"{value.shape}")
+                raise ValueError(
+                    f"{name} must be a finite 1-d array of at least 2 per-task estimates, got shape {value.shape}"
+                )
             object.__setattr__(self, name, value)
         if not self.floors.shape == self.spreads.shape == self.swapped_floors.shape:
             raise ValueError("floors, spreads and swapped_floors must hold one estimate per task each")
@@ -321,7 +351,11 @@ def examples_needed(floor: object, spread: object, level: float) -> float | np.n
 
 @torch.no_grad()
 def attention_risk_terms(
-    model: nn.Module, task: TaskFamily, n_tasks: int, n_points: int, generator: torch.Generator,
+    model: nn.Module,
+    task: TaskFamily,
+    n_tasks: int,
+    n_points: int,
+    generator: torch.Generator,
     chunk_size: int | None = None,
 ) -> RiskTerms:
     """:class:`RiskTerms` of a linear attention on features (an ``AttentionOnFeatures``) on ``n_tasks`` tasks of
@@ -333,15 +367,19 @@ def attention_risk_terms(
     same distribution, noise included).
     """
     if not isinstance(model, AttentionOnFeatures):
-        raise TypeError(f"model must be linear attention on features (an AttentionOnFeatures), got "
-                        f"{type(model).__name__}")
+        raise TypeError(
+            f"model must be linear attention on features (an AttentionOnFeatures), got {type(model).__name__}"
+        )
     checks.task_family(task)
     n_tasks = checks.positive_int("n_tasks", n_tasks, minimum=2)
     n_points = checks.positive_int("n_points", n_points, minimum=2)
     checks.generator(generator)
     m = model.gamma.shape[0]
-    chunk_size = (config.prompts_per_chunk(n_points * (m + task.dim)) if chunk_size is None
-                  else checks.positive_int("chunk_size", chunk_size))
+    chunk_size = (
+        config.prompts_per_chunk(n_points * (m + task.dim))
+        if chunk_size is None
+        else checks.positive_int("chunk_size", chunk_size)
+    )
     with evaluating(model):
         inputs = task.sample(2**16 // n_points + 1, n_points, generator).x.reshape(-1, task.dim)
         feats = model.features(inputs).double()
@@ -354,7 +392,7 @@ def attention_risk_terms(
             z = y[..., None] * model.features(prompt.x).double()
             total = z.sum(1)
 
-            def off_diagonal(mat: Tensor) -> tuple[Tensor, Tensor]:
+            def off_diagonal(mat: Tensor, z: Tensor = z, total: Tensor = total) -> tuple[Tensor, Tensor]:
                 diagonal = ((z @ mat) * z).sum(-1)  # z_i^T M z_i
                 pairs = ((total @ mat) * total).sum(-1) - diagonal.sum(1)
                 return pairs / (n_points * (n_points - 1)), diagonal.mean(1)
@@ -373,7 +411,11 @@ def attention_risk_terms(
 
 @torch.no_grad()
 def held_out_errors(
-    fit: Callable[[Prompt], Callable[[Tensor], Tensor]], task: TaskFamily, n: int, n_prompts: int, n_queries: int,
+    fit: Callable[[Prompt], Callable[[Tensor], Tensor]],
+    task: TaskFamily,
+    n: int,
+    n_prompts: int,
+    n_queries: int,
     generator: torch.Generator,
 ) -> np.ndarray:
     """Each prompt's mean squared error over ``n_queries`` held-out queries, shape ``(n_prompts,)``, for a learner
@@ -392,8 +434,10 @@ def held_out_errors(
     predict = fit(Prompt.from_points(xs[:, : n + 1], ys[:, : n + 1]))  # the queries are points n, n + 1, ...
     preds = predict(xs[:, n:])
     if not isinstance(preds, Tensor) or tuple(preds.shape) != (n_prompts, n_queries):
-        raise ValueError(f"fit(prompt) must predict shape ({n_prompts}, {n_queries}) from the queries, got "
-                         f"{tuple(preds.shape) if isinstance(preds, Tensor) else type(preds).__name__}")
+        raise ValueError(
+            f"fit(prompt) must predict shape ({n_prompts}, {n_queries}) from the queries, got "
+            f"{tuple(preds.shape) if isinstance(preds, Tensor) else type(preds).__name__}"
+        )
     return (preds.double() - ys[:, n:].double()).square().mean(1).cpu().numpy()
 
 
@@ -416,7 +460,11 @@ def examples_to_reach(ns: Sequence[float], risks: Sequence[float], level: float)
 
 
 def bootstrap_interval(
-    statistic: Callable[..., float], groups: Sequence[np.ndarray], *, reps: int = 1000, level: float = 0.9,
+    statistic: Callable[..., float],
+    groups: Sequence[np.ndarray],
+    *,
+    reps: int = 1000,
+    level: float = 0.9,
     seed: int = 0,
 ) -> tuple[float, float, float]:
     """``statistic(*groups)`` and its bootstrap interval: each group (an array of independent replicates along its
@@ -444,7 +492,11 @@ def bootstrap_interval(
 
 @torch.no_grad()
 def paired_query_errors(
-    predictors: dict[str, Estimator], task: TaskFamily, n: int, n_prompts: int, generator: torch.Generator,
+    predictors: dict[str, Estimator],
+    task: TaskFamily,
+    n: int,
+    n_prompts: int,
+    generator: torch.Generator,
     chunk_size: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Squared errors at the query of several predictors on the same ``n_prompts`` prompts of ``n`` examples: a
@@ -480,8 +532,13 @@ def _resample(groups: list[np.ndarray], rng: np.random.Generator) -> list[np.nda
 
 
 def scaling_exponent(
-    xs: Sequence[float], replicates: Sequence[np.ndarray], needed: Callable[[np.ndarray], float], *,
-    reps: int = 1000, level: float = 0.9, seed: int = 0,
+    xs: Sequence[float],
+    replicates: Sequence[np.ndarray],
+    needed: Callable[[np.ndarray], float],
+    *,
+    reps: int = 1000,
+    level: float = 0.9,
+    seed: int = 0,
 ) -> tuple[float, float, float]:
     """How a sample complexity scales with a problem size: ``needed(replicates[i])`` at each ``xs[i]`` (from an
     array of replicates along its first axis: seeds, prompts, with whatever columns ``needed`` reads), fitted as
@@ -490,14 +547,18 @@ def scaling_exponent(
     reached), the exponent is ``+inf``; if the smallest's is infinite, nothing is measured and the interval is nan
     (:func:`bootstrap_interval`)."""
     groups = _replicate_groups(xs, replicates)
-    return bootstrap_interval(lambda *g: _exponent(xs, [needed(r) for r in g]), groups, reps=reps, level=level,
-                              seed=seed)
+    return bootstrap_interval(
+        lambda *g: _exponent(xs, [needed(r) for r in g]), groups, reps=reps, level=level, seed=seed
+    )
 
 
 def exponent_difference(
     first: tuple[Sequence[float], Sequence[np.ndarray], Callable[[np.ndarray], float]],
-    second: tuple[Sequence[float], Sequence[np.ndarray], Callable[[np.ndarray], float]], *,
-    reps: int = 1000, level: float = 0.9, seed: int = 0,
+    second: tuple[Sequence[float], Sequence[np.ndarray], Callable[[np.ndarray], float]],
+    *,
+    reps: int = 1000,
+    level: float = 0.9,
+    seed: int = 0,
 ) -> tuple[float, float, float]:
     """The :func:`scaling_exponent` of ``first`` minus that of ``second`` (each ``(xs, replicates, needed)``),
     with one bootstrap interval over both sets of replicates. An unbounded exponent (``+inf``) of ``first`` counts
@@ -522,6 +583,7 @@ def _replicate_groups(xs: Sequence[float], replicates: Sequence[np.ndarray]) -> 
     xs = checks.sequence("xs", xs)
     groups = [np.asarray(r) for r in checks.sequence("replicates", replicates)]
     if len(groups) != len(list(xs)) or len(groups) < 2:
-        raise ValueError(f"replicates must hold one array per size in xs (at least 2), got {len(groups)} for "
-                         f"{len(list(xs))} sizes")
+        raise ValueError(
+            f"replicates must hold one array per size in xs (at least 2), got {len(groups)} for {len(list(xs))} sizes"
+        )
     return groups

@@ -2,7 +2,8 @@
 
 A :class:`TrainConfig` holds everything about a run but the model, the task and the random stream: steps, prompts
 per step, their context length, the learning rate and its schedule, an optional :class:`Curriculum` (Garg et al.
-2022) and the fast path on CUDA. :func:`train` trains one model, :func:`train_ensemble` many at once (one forward pass, for a GPU),
+2022) and the fast path on CUDA. :func:`train` trains one model, :func:`train_ensemble` many at once (one forward
+pass, for a GPU),
 :func:`train_parallel` many at once in CPU processes.
 """
 
@@ -50,7 +51,10 @@ class Curriculum:
             value = getattr(self, name)
             if not isinstance(value, (tuple, list)) or len(value) != 2:
                 raise TypeError(f"{name} must be a pair (start, end), got {value!r}")
-            lo, hi = checks.positive_int(f"{name}[0]", value[0], minimum), checks.positive_int(f"{name}[1]", value[1], minimum)
+            lo, hi = (
+                checks.positive_int(f"{name}[0]", value[0], minimum),
+                checks.positive_int(f"{name}[1]", value[1], minimum),
+            )
             if lo > hi:
                 raise ValueError(f"{name} must be (start, end) with start <= end, got {(lo, hi)}")
             object.__setattr__(self, name, (lo, hi))
@@ -105,8 +109,9 @@ class TrainConfig:
         if self.curriculum is not None and not isinstance(self.curriculum, Curriculum):
             raise TypeError(f"curriculum must be a Curriculum or None, got {type(self.curriculum).__name__}")
         if self.curriculum is not None and self.curriculum.n_context[1] > self.n_context:
-            raise ValueError(f"curriculum ends at {self.curriculum.n_context[1]} examples, more than "
-                             f"n_context={self.n_context}")
+            raise ValueError(
+                f"curriculum ends at {self.curriculum.n_context[1]} examples, more than n_context={self.n_context}"
+            )
 
     def lr_factor(self, step: int) -> float:
         """The learning-rate multiplier at ``step``."""
@@ -155,8 +160,14 @@ class _Plan:
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast, cache_enabled=not self.graph)
 
 
-def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig, generator: object,
-          progress: object, desc: object) -> _Plan:
+def _plan(
+    models: list[nn.Module],
+    tasks: list[TaskFamily],
+    config: TrainConfig,
+    generator: object,
+    progress: object,
+    desc: object,
+) -> _Plan:
     """Check what the two training functions share and build the prompt stream: step ``t`` draws ``batch_size``
     prompts per model, all from ``tasks[0]`` or, given one task per model, block ``s`` from ``tasks[s]``."""
     checks.boolean("progress", progress)
@@ -208,8 +219,10 @@ def _finite_after(models: list[nn.Module], steps: int) -> None:
         bad = checks.nonfinite_names(dict(model.named_parameters()))
         if bad:
             label = "the model's" if len(models) == 1 else f"model {i}'s"
-            raise FloatingPointError(f"{label} parameters became non-finite at the last of {steps} steps: "
-                                     f"{', '.join(bad)}; lower lr or check the task")
+            raise FloatingPointError(
+                f"{label} parameters became non-finite at the last of {steps} steps: "
+                f"{', '.join(bad)}; lower lr or check the task"
+            )
 
 
 def _step(optimizer: torch.optim.Optimizer, loss_fn: Callable[[Prompt], Tensor], prompt: Prompt) -> Tensor:
@@ -258,8 +271,10 @@ class _GraphedStep:
                 # _step keeps only the detached output, not the autograd graph behind it: a graph kept alive past
                 # a recapture holds gradient-accumulation nodes on the old capture stream.
                 self.static_losses = _step(self.optimizer, self.loss_fn, self.static)
-        for buf, new in zip((self.static.x, self.static.y, self.static.x_query, self.static.y_query),
-                            (prompt.x, prompt.y, prompt.x_query, prompt.y_query)):
+        for buf, new in zip(
+            (self.static.x, self.static.y, self.static.x_query, self.static.y_query),
+            (prompt.x, prompt.y, prompt.x_query, prompt.y_query),
+        ):
             buf.copy_(new)
         self.graph.replay()
         return self.static_losses.detach().clone()
@@ -300,8 +315,10 @@ def _optimize(
             if step > 0:
                 raise
             # Typically a model that does not read a Prompt: say so, and keep torch's message.
-            raise TypeError(f"the first training step failed; the model must take a Prompt and return its "
-                            f"predictions, (B,) or (B, n+1): {err}") from err
+            raise TypeError(
+                f"the first training step failed; the model must take a Prompt and return its "
+                f"predictions, (B,) or (B, n+1): {err}"
+            ) from err
         if (step + 1) % log_every == 0 or step + 1 == steps:
             recent = history[step + 1 - (step % log_every + 1) : step + 1]
             checks.finite_losses(recent, first_step=step - step % log_every)
@@ -370,8 +387,10 @@ def train_ensemble(
     plan = _plan(models, tasks, config, generator, progress, desc)
     names = [name for name, _ in models[0].named_parameters()]
     for i, model in enumerate(models[1:], start=1):
-        if type(model) is not type(models[0]) or [n for n, _ in model.named_parameters()] != names or any(
-            p.shape != q.shape for p, q in zip(model.parameters(), models[0].parameters())
+        if (
+            type(model) is not type(models[0])
+            or [n for n, _ in model.named_parameters()] != names
+            or any(p.shape != q.shape for p, q in zip(model.parameters(), models[0].parameters()))
         ):
             raise ValueError(f"model {i} differs in architecture from model 0; an ensemble needs one architecture")
     n_models = len(models)
@@ -385,16 +404,19 @@ def train_ensemble(
         return _mean_squared_error(torch.func.functional_call(base, (p, b), (prompt,)), prompt)
 
     def loss_fn(prompt: Prompt) -> Tensor:
-        split = [t.reshape(n_models, config.batch_size, *t.shape[1:])
-                 for t in (prompt.x, prompt.y, prompt.x_query, prompt.y_query)]
+        split = [
+            t.reshape(n_models, config.batch_size, *t.shape[1:])
+            for t in (prompt.x, prompt.y, prompt.x_query, prompt.y_query)
+        ]
         # Attention as plain matrix products: vmap batches those natively, while the fused attention kernels
         # have no batching rule on the CPU and fail in the backward pass on CUDA.
         with sdpa_kernel(SDPBackend.MATH), plan.forward_context():
             return torch.func.vmap(one_model)(params, buffers, *split)
 
     try:
-        losses, seconds = _optimize(list(params.values()), loss_fn, plan, n_losses=n_models, progress=progress,
-                                    desc=desc)
+        losses, seconds = _optimize(
+            list(params.values()), loss_fn, plan, n_losses=n_models, progress=progress, desc=desc
+        )
     finally:
         with torch.no_grad():
             for s, model in enumerate(models):
@@ -417,8 +439,9 @@ def _train_one_thread(model: nn.Module, task: TaskFamily, config: TrainConfig, s
     return model.state_dict(), history
 
 
-def _train_groups(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig, seeds: list[int],
-                  progress: bool, desc: str) -> list[TrainHistory]:
+def _train_groups(
+    models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig, seeds: list[int], progress: bool, desc: str
+) -> list[TrainHistory]:
     """:func:`train_parallel` on a GPU: the models of each architecture train as one :func:`train_ensemble`, with
     prompts from a generator seeded by the group's first seed (a GPU runs one batched pass as fast as one model)."""
     groups: dict[tuple, list[int]] = {}
@@ -428,8 +451,14 @@ def _train_groups(models: list[nn.Module], tasks: list[TaskFamily], config: Trai
     histories: dict[int, TrainHistory] = {}
     for group in groups.values():
         generator = make_generator(seeds[group[0]], next(models[group[0]].parameters()).device)
-        hist = train_ensemble([models[i] for i in group], [tasks[i] for i in group], config, generator=generator,
-                              progress=progress, desc=desc)
+        hist = train_ensemble(
+            [models[i] for i in group],
+            [tasks[i] for i in group],
+            config,
+            generator=generator,
+            progress=progress,
+            desc=desc,
+        )
         for j, i in enumerate(group):
             histories[i] = TrainHistory(losses=hist.losses[:, j], seconds=hist.seconds)
     return [histories[i] for i in range(len(models))]
@@ -495,8 +524,9 @@ def train_parallel(
         # main module in every worker
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
         try:
-            futures = {pool.submit(_train_one_thread, models[i], tasks[i], config, seeds[i]): i
-                       for i in range(len(models))}
+            futures = {
+                pool.submit(_train_one_thread, models[i], tasks[i], config, seeds[i]): i for i in range(len(models))
+            }
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
                 bar.update(1)
@@ -543,8 +573,15 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: int = 500, tol: flo
         raise ValueError("model has no trainable parameters to fit")
     if any(not checks.same_device(p.device, prompt.x.device) for p in params):
         raise ValueError(f"prompt is on {prompt.x.device} but the model's parameters are not")
-    optimizer = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, tolerance_grad=tol, tolerance_change=tol,
-                                  history_size=50, line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(
+        params,
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=tol,
+        tolerance_change=tol,
+        history_size=50,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure() -> Tensor:
         optimizer.zero_grad()
@@ -581,8 +618,9 @@ def fit_gd_plus_plus_curvature(task: TaskFamily, n: int, n_prompts: int, seed: i
     return model.step.item(), model.gamma.item()
 
 
-def fit_features_exact(model: nn.Module, task: object, n: int, *, max_iter: int = 200,
-                       points: int | None = None) -> float:
+def fit_features_exact(
+    model: nn.Module, task: object, n: int, *, max_iter: int = 200, points: int | None = None
+) -> float:
     """Pretrain the feature map of linear attention on infinitely many tasks, exactly: full-batch L-BFGS (strong-Wolfe
     line search, at most ``max_iter`` iterations) on the parameters of ``model.features`` against the ICL risk at
     ``n`` examples with the best ``Gamma`` for the current features (:func:`~icl_utils.exact.profiled_attention_risk`,
@@ -596,8 +634,15 @@ def fit_features_exact(model: nn.Module, task: object, n: int, *, max_iter: int 
     params = [p for name, p in model.named_parameters() if name != "gamma" and p.requires_grad]
     if not params:
         raise ValueError("model has no feature parameters to train")
-    optimizer = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, history_size=50, line_search_fn="strong_wolfe",
-                                  tolerance_grad=1e-12, tolerance_change=1e-14)
+    optimizer = torch.optim.LBFGS(
+        params,
+        lr=1.0,
+        max_iter=max_iter,
+        history_size=50,
+        line_search_fn="strong_wolfe",
+        tolerance_grad=1e-12,
+        tolerance_change=1e-14,
+    )
 
     def closure() -> Tensor:
         optimizer.zero_grad()

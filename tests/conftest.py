@@ -5,11 +5,11 @@ import pytest
 import torch
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from needs import need
 
-from icl_utils.plotting import unreadable  # noqa: E402
-from needs import need  # noqa: E402
+from icl_utils.plotting import unreadable
 
 
 @pytest.fixture
@@ -58,9 +58,19 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     """pytest-playwright's launch options with the system's Chromium and the flags a closed network needs.
     Without Chromium the browser tests skip, or fail under CI=true."""
     need("Chromium or Chrome (Debian: apt-get install chromium)", CHROMIUM is not None)
-    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": [
-        "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]}
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ],
+    }
 
 
 @pytest.fixture(scope="session")

@@ -94,8 +94,9 @@ def write_notebooks(folder: Path, **code: str) -> None:
 
 
 def test_run_book_times_each_notebook_and_fails_on_a_failed_claim(tmp_path):
-    write_notebooks(tmp_path / "nb", a_ok="import os\nprint(os.environ['ICL_MODE'])",
-                    b_bad="assert 1 + 1 == 3, 'claim fails'")
+    write_notebooks(
+        tmp_path / "nb", a_ok="import os\nprint(os.environ['ICL_MODE'])", b_bad="assert 1 + 1 == 3, 'claim fails'"
+    )
     args = ["--mode", "quick", "--notebooks", str(tmp_path / "nb"), "--out", str(tmp_path)]
     with pytest.raises(SystemExit):
         run_book.main(args)
@@ -104,19 +105,32 @@ def test_run_book_times_each_notebook_and_fails_on_a_failed_claim(tmp_path):
     assert ok["notebook"] == "a_ok" and ok["returncode"] == 0 and "quick" in ok["log_tail"]
     assert bad["returncode"] != 0 and "claim fails" in bad["log_tail"]
     assert saved["total_seconds"] == pytest.approx(ok["seconds"] + bad["seconds"])
-    assert run_book.main(args + ["a"])["chapters"][0]["returncode"] == 0
+    assert run_book.main([*args, "a"])["chapters"][0]["returncode"] == 0
     (tmp_path / "nb" / "c_text.md").write_text("# a page without code cells\n")
     with pytest.raises(SystemExit, match="no code cell"):
-        run_book.main(args + ["c"])
+        run_book.main([*args, "c"])
 
 
 def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_path):
     # the short chapter takes 3 s, so that side by side beats one after the other by more than the load probes
     # (config.chapter_env's, outside each chapter's clock) add to the wall time
-    write_notebooks(tmp_path / "nb", a_ok="import os, time\nprint(os.environ['OMP_NUM_THREADS'])\ntime.sleep(3)",
-                    b_slow="print('started', flush=True)\nimport time\ntime.sleep(60)")
-    args = ["--mode", "quick", "--notebooks", str(tmp_path / "nb"), "--out", str(tmp_path), "--jobs", "2",
-            "--timeout", "10"]
+    write_notebooks(
+        tmp_path / "nb",
+        a_ok="import os, time\nprint(os.environ['OMP_NUM_THREADS'])\ntime.sleep(3)",
+        b_slow="print('started', flush=True)\nimport time\ntime.sleep(60)",
+    )
+    args = [
+        "--mode",
+        "quick",
+        "--notebooks",
+        str(tmp_path / "nb"),
+        "--out",
+        str(tmp_path),
+        "--jobs",
+        "2",
+        "--timeout",
+        "10",
+    ]
     with pytest.raises(SystemExit):
         run_book.main(args)
     saved = json.loads(next(tmp_path.glob("book-quick-*.json")).read_text())
@@ -125,7 +139,7 @@ def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_pat
     assert 10 <= slow["seconds"] < 30 and saved["jobs"] == 2
     assert saved["total_seconds"] < ok["seconds"] + slow["seconds"]  # wall time, the two ran side by side
     with pytest.raises(SystemExit, match="--jobs"):
-        run_book.main(args[:-4] + ["--jobs", "0"])
+        run_book.main([*args[:-4], "--jobs", "0"])
 
 
 def test_dry_run_caps_training_reports_each_cell_and_restores_what_it_changed(tmp_path, capsys):
@@ -137,24 +151,26 @@ def test_dry_run_caps_training_reports_each_cell_and_restores_what_it_changed(tm
 
     originals = (tr.train, tr.train_ensemble, gd.gradient_descent, sa.run_gradient_descent)
     header = (ROOT / "notebooks" / "05_softmax_stagewise.md").read_text().split("\n---\n")[0] + "\n---\n"
-    cells = ["import os\nimport torch\nfrom icl_utils.gd import gradient_descent\n"
-             "from icl_utils.dynamics.softmax_attention import run_gradient_descent\n"
-             "from icl_utils.models import LTB\nfrom icl_utils.tasks import LinearRegression\n"
-             "from icl_utils.train import TrainConfig, train, train_ensemble\n"
-             "mode = os.environ.get('ICL_MODE', 'quick')\n"
-             "_, history = gradient_descent(lambda t: t.square().sum(), torch.ones(2), steps=1000, lr=0.1, "
-             "progress=False)\n"
-             "config = TrainConfig(steps=200, batch_size=2, n_context=3)\n"
-             "losses = train(LTB(2), LinearRegression(dim=2), config, generator=torch.Generator(),\n"
-             "               progress=False).losses\n"
-             "ensemble = train_ensemble([LTB(2), LTB(2)], LinearRegression(dim=2), config=config, "
-             "generator=torch.Generator(), progress=False).losses\n"
-             "_, sa_history = run_gradient_descent(torch.tensor([0.5, 0.5]), 4, steps=200, lr=0.1, n_samples=8, "
-             "generator=torch.Generator(), record_every=10, progress=False)",
-             "assert history.steps[-1] == 1000 and len(losses) == len(ensemble) == sa_history.steps[-1] == 200, "
-             "'the claim needs the full budget'",
-             "raise KeyError('a full-mode bug')",
-             "print(mode, history.steps[-1], len(losses), len(ensemble), sa_history.steps[-1], config.steps)"]
+    cells = [
+        "import os\nimport torch\nfrom icl_utils.gd import gradient_descent\n"
+        "from icl_utils.dynamics.softmax_attention import run_gradient_descent\n"
+        "from icl_utils.models import LTB\nfrom icl_utils.tasks import LinearRegression\n"
+        "from icl_utils.train import TrainConfig, train, train_ensemble\n"
+        "mode = os.environ.get('ICL_MODE', 'quick')\n"
+        "_, history = gradient_descent(lambda t: t.square().sum(), torch.ones(2), steps=1000, lr=0.1, "
+        "progress=False)\n"
+        "config = TrainConfig(steps=200, batch_size=2, n_context=3)\n"
+        "losses = train(LTB(2), LinearRegression(dim=2), config, generator=torch.Generator(),\n"
+        "               progress=False).losses\n"
+        "ensemble = train_ensemble([LTB(2), LTB(2)], LinearRegression(dim=2), config=config, "
+        "generator=torch.Generator(), progress=False).losses\n"
+        "_, sa_history = run_gradient_descent(torch.tensor([0.5, 0.5]), 4, steps=200, lr=0.1, n_samples=8, "
+        "generator=torch.Generator(), record_every=10, progress=False)",
+        "assert history.steps[-1] == 1000 and len(losses) == len(ensemble) == sa_history.steps[-1] == 200, "
+        "'the claim needs the full budget'",
+        "raise KeyError('a full-mode bug')",
+        "print(mode, history.steps[-1], len(losses), len(ensemble), sa_history.steps[-1], config.steps)",
+    ]
     notebook = tmp_path / "nb.md"
     notebook.write_text(header + "".join(f"\n```{{code-cell}} ipython3\n{c}\n```\n" for c in cells))
     mode_before = os.environ.get("ICL_MODE")

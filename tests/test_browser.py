@@ -67,7 +67,8 @@ REPORT = """async () => {
   const scrolls = (e) => e.scrollWidth > e.clientWidth + 1;
   return {
     images: [...document.images].map((i) => ({src: i.getAttribute("src"), natural: i.naturalWidth,
-                                             drawn: parseFloat(i.style.width) || +i.getAttribute("width") || i.naturalWidth,
+                                             drawn: parseFloat(i.style.width) || +i.getAttribute("width") ||
+                                             i.naturalWidth,
                                              shown: i.getBoundingClientRect().width,
                                              figure: !!i.closest(".cell_output")})),
     math: math.length,
@@ -115,25 +116,35 @@ def composition(measured: dict) -> dict:
     the code shown, printed outputs, figures and the rest (prose and maths), and the median number of lines of the
     shown code cells that draw no figure (``None`` when there is none)."""
     cells, height = measured["cells"], measured["article"]
-    px = {"code": sum(c["code"] for c in cells), "printed": sum(c["printed"] for c in cells),
-          "figures": sum(c["figure"] for c in cells) + measured["figures"]}
+    px = {
+        "code": sum(c["code"] for c in cells),
+        "printed": sum(c["printed"] for c in cells),
+        "figures": sum(c["figure"] for c in cells) + measured["figures"],
+    }
     px["rest"] = max(height - sum(px.values()), 0.0)
     lines = [c["lines"] for c in cells if c["shown"] and not c["figure"]]
-    return {**{k: round(v / height, 4) if height else 0.0 for k, v in px.items()},
-            "median_code_lines": statistics.median(lines) if lines else None,
-            "article_px": round(height), "page_px": measured["page"], **{f"{k}_px": round(v) for k, v in px.items()},
-            "code_cells_shown": sum(c["shown"] for c in cells),
-            "code_cells_hidden": sum(c["input"] and not c["shown"] for c in cells),
-            "code_cells_without_figure": len(lines), "cells_with_figure": sum(bool(c["figure"]) for c in cells)}
+    return {
+        **{k: round(v / height, 4) if height else 0.0 for k, v in px.items()},
+        "median_code_lines": statistics.median(lines) if lines else None,
+        "article_px": round(height),
+        "page_px": measured["page"],
+        **{f"{k}_px": round(v) for k, v in px.items()},
+        "code_cells_shown": sum(c["shown"] for c in cells),
+        "code_cells_hidden": sum(c["input"] and not c["shown"] for c in cells),
+        "code_cells_without_figure": len(lines),
+        "cells_with_figure": sum(bool(c["figure"]) for c in cells),
+    }
 
 
 def composition_line(name: str, c: dict) -> str:
     """One line of a chapter's composition, as ``pytest -s`` prints it."""
     median = "-" if c["median_code_lines"] is None else f"{c['median_code_lines']:g}"
-    return (f"{name}: code {c['code']:.1%}, printed {c['printed']:.1%}, figures {c['figures']:.1%}, "
-            f"rest {c['rest']:.1%} of {c['article_px']} px; median {median} code lines over "
-            f"{c['code_cells_without_figure']} shown cells without a figure ({c['code_cells_shown']} shown, "
-            f"{c['code_cells_hidden']} hidden)")
+    return (
+        f"{name}: code {c['code']:.1%}, printed {c['printed']:.1%}, figures {c['figures']:.1%}, "
+        f"rest {c['rest']:.1%} of {c['article_px']} px; median {median} code lines over "
+        f"{c['code_cells_without_figure']} shown cells without a figure ({c['code_cells_shown']} shown, "
+        f"{c['code_cells_hidden']} hidden)"
+    )
 
 
 def reads_like_the_paper(c: dict, name: str) -> list[str]:
@@ -142,8 +153,10 @@ def reads_like_the_paper(c: dict, name: str) -> list[str]:
     if c["code"] > MAX_CODE_SHARE:
         out.append(f"{name}: shown code takes {c['code']:.1%} of the page (at most {MAX_CODE_SHARE:.0%})")
     if c["median_code_lines"] is not None and c["median_code_lines"] > MAX_MEDIAN_CODE_LINES:
-        out.append(f"{name}: the median shown code cell without a figure has {c['median_code_lines']:g} lines "
-                   f"(at most {MAX_MEDIAN_CODE_LINES})")
+        out.append(
+            f"{name}: the median shown code cell without a figure has {c['median_code_lines']:g} lines "
+            f"(at most {MAX_MEDIAN_CODE_LINES})"
+        )
     return out
 
 
@@ -154,8 +167,9 @@ def _need_build() -> None:
 def _pages() -> list[Path]:
     if not HTML.exists():
         return []
-    return sorted(p for p in HTML.rglob("*.html")
-                  if p.parent.name in ("notebooks", "book") and not p.name.startswith("."))
+    return sorted(
+        p for p in HTML.rglob("*.html") if p.parent.name in ("notebooks", "book") and not p.name.startswith(".")
+    )
 
 
 def _chapters() -> list[Path]:
@@ -182,8 +196,14 @@ def visit(page, url: str) -> dict:
     """Open ``url`` in the playwright ``page`` and return what :data:`REPORT` finds, with every error seen."""
     errors: list[str] = []
     # the browser asks every site for /favicon.ico, which the book does not have: not a page's error
-    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text} ({m.location.get('url')})")
-            if m.type == "error" and not m.location.get("url", "").endswith("/favicon.ico") else None)
+    page.on(
+        "console",
+        lambda m: (
+            errors.append(f"console {m.type}: {m.text} ({m.location.get('url')})")
+            if m.type == "error" and not m.location.get("url", "").endswith("/favicon.ico")
+            else None
+        ),
+    )
     page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
     page.on("requestfailed", lambda r: errors.append(f"failed to load {r.url}: {r.failure}"))
     page.on("response", lambda r: errors.append(f"HTTP {r.status} for {r.url}") if r.status >= 400 else None)
@@ -197,17 +217,23 @@ def problems(report: dict, name: str) -> list[str]:
     """Everything wrong in a page's report, as sentences; empty when the page is fine."""
     out = [f"{name}: image {i['src']} did not load" for i in report["images"] if i["natural"] == 0]
     # myst-nb writes a retina PNG's drawn size (half its pixels) into its style; without one, the pixels are
-    out += [f"{name}: figure {i['src']} shown at {i['shown']:.0f} px, less than its drawn {i['drawn']:.0f} px "
-            "(its text is smaller than drawn)" for i in report["images"]
-            if i["figure"] and i["natural"] and i["shown"] < 0.95 * i["drawn"]]
+    out += [
+        f"{name}: figure {i['src']} shown at {i['shown']:.0f} px, less than its drawn {i['drawn']:.0f} px "
+        "(its text is smaller than drawn)"
+        for i in report["images"]
+        if i["figure"] and i["natural"] and i["shown"] < 0.95 * i["drawn"]
+    ]
     if report["untypeset"]:
         out.append(f"{name}: {report['untypeset']} of {report['math']} math elements not typeset by MathJax")
     if report["raw_tex"]:
         out.append(f"{name}: {report['raw_tex']} raw TeX delimiters left in the text")
     if report["stderr"]:
         out.append(f"{name}: {report['stderr']} cell outputs on stderr (a warning or a progress bar)")
-    out += [f"{name}: a cell output of {n} lines (at most {MAX_OUTPUT_LINES})"
-            for n in report["output_lines"] if n > MAX_OUTPUT_LINES]
+    out += [
+        f"{name}: a cell output of {n} lines (at most {MAX_OUTPUT_LINES})"
+        for n in report["output_lines"]
+        if n > MAX_OUTPUT_LINES
+    ]
     out += [f"{name}: scrolls sideways: {line[:80]!r}" for line in report["wide"]]
     if report["height"] > MAX_PAGE_HEIGHT and report["outputs"]:  # a page of cells; the API reference is long by design
         out.append(f"{name}: {report['height']} px tall (at most {MAX_PAGE_HEIGHT})")
@@ -317,8 +343,9 @@ def broken(request):
 
 
 def test_a_missing_figure_is_caught(page, site: str, broken) -> None:
-    copy = broken(lambda t: re.sub(r'(<img[^>]*src=")\.\./_images/[^"]*(")', r"\1../_images/no-such-figure.png\2", t,
-                                   count=1))
+    copy = broken(
+        lambda t: re.sub(r'(<img[^>]*src=")\.\./_images/[^"]*(")', r"\1../_images/no-such-figure.png\2", t, count=1)
+    )
     found = problems(visit(page, _url(site, copy)), copy.name)
     assert any("no-such-figure.png" in p and "did not load" in p for p in found), found
     assert any("HTTP 404" in p for p in found), found
@@ -332,11 +359,13 @@ def test_math_without_mathjax_is_caught(page, site: str, broken) -> None:
 
 def test_stderr_a_long_log_and_a_tall_page_are_caught(page, site: str, broken) -> None:
     log = "\n".join(f"step {i}" for i in range(MAX_OUTPUT_LINES + 10))
-    bad = (f'<div class="cell_output docutils container"><div class="output stderr highlight-myst-ansi notranslate">'
-           f'<div class="highlight"><pre>RuntimeWarning: x</pre></div></div></div>'
-           f'<div class="cell_output docutils container"><div class="output stream highlight-myst-ansi notranslate">'
-           f'<div class="highlight"><pre>{log}</pre></div></div></div>'
-           f'<div style="height: {MAX_PAGE_HEIGHT}px"></div>')
+    bad = (
+        f'<div class="cell_output docutils container"><div class="output stderr highlight-myst-ansi notranslate">'
+        f'<div class="highlight"><pre>RuntimeWarning: x</pre></div></div></div>'
+        f'<div class="cell_output docutils container"><div class="output stream highlight-myst-ansi notranslate">'
+        f'<div class="highlight"><pre>{log}</pre></div></div></div>'
+        f'<div style="height: {MAX_PAGE_HEIGHT}px"></div>'
+    )
     copy = broken(lambda t: t.replace("</main>", bad + "</main>", 1))
     found = problems(visit(page, _url(site, copy)), copy.name)
     assert any("on stderr" in p for p in found), found
@@ -357,12 +386,21 @@ def test_a_broken_internal_link_is_caught(tmp_path: Path) -> None:
     page = tmp_path / "page.html"
     (tmp_path / "other.html").write_text('<html><body><h1 id="there">x</h1></body></html>')
     page.write_text('<a href="other.html#there">ok</a><a href="other.html#nowhere">a</a><a href="gone.html">b</a>')
-    assert broken_links(page) == ["page.html: other.html#nowhere (no such anchor)", "page.html: gone.html (no such file)"]
+    assert broken_links(page) == [
+        "page.html: other.html#nowhere (no such anchor)",
+        "page.html: gone.html (no such file)",
+    ]
 
 
 def _cell(lines: int, output: str = "", hidden: bool = False) -> dict:
-    return {"input": True, "shown": not hidden, "code": 0 if hidden else 20.0 * lines, "lines": 0 if hidden else lines,
-            "printed": 60.0 if output == "printed" else 0.0, "figure": 200.0 if output == "figure" else 0.0}
+    return {
+        "input": True,
+        "shown": not hidden,
+        "code": 0 if hidden else 20.0 * lines,
+        "lines": 0 if hidden else lines,
+        "printed": 60.0 if output == "printed" else 0.0,
+        "figure": 200.0 if output == "figure" else 0.0,
+    }
 
 
 def test_composition_arithmetic() -> None:
@@ -376,8 +414,9 @@ def test_composition_arithmetic() -> None:
 
 
 def test_a_chapter_that_reads_like_a_notebook_is_caught() -> None:
-    code_heavy = composition({"article": 1000.0, "page": 1000, "figures": 0.0,
-                              "cells": [_cell(12), _cell(12), _cell(4, "figure")]})
+    code_heavy = composition(
+        {"article": 1000.0, "page": 1000, "figures": 0.0, "cells": [_cell(12), _cell(12), _cell(4, "figure")]}
+    )
     found = reads_like_the_paper(code_heavy, "ch.html")
     assert any("shown code takes 56.0% of the page (at most 20%)" in p for p in found), found
     assert any("has 12 lines (at most 10)" in p for p in found), found
@@ -386,28 +425,40 @@ def test_a_chapter_that_reads_like_a_notebook_is_caught() -> None:
 
 
 #: A one-pixel transparent PNG.
-PIXEL = ("data:image/png;base64,"
-         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
+PIXEL = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+)
 
 
 def test_composition_is_measured_in_the_browser(page) -> None:
     """:data:`COMPOSITION` on a page of known layout: a hide-input cell and a figure's code are not counted as shown
     code without a figure, and a figure is not a printed output."""
+
     def cell(lines: int, output: str = "", hidden: bool = False) -> str:
         code = '<div class="cell_input"><pre>' + "\n".join(f"x = {i}" for i in range(lines)) + "</pre></div>"
         if hidden:
             code = f"<details class='hide above-input'><summary>Show code cell source</summary>{code}</details>"
-        out = {"printed": '<div class="cell_output"><div class="output stream"><pre>a\nb\nc</pre></div></div>',
-               "figure": f'<div class="cell_output"><img src="{PIXEL}" style="display:block;height:200px"></div>'}
+        out = {
+            "printed": '<div class="cell_output"><div class="output stream"><pre>a\nb\nc</pre></div></div>',
+            "figure": f'<div class="cell_output"><img src="{PIXEL}" style="display:block;height:200px"></div>',
+        }
         return f'<div class="cell">{code}{out.get(output, "")}</div>'
-    body = (cell(3, "printed") + cell(5) + cell(9) + cell(30, hidden=True) + cell(1, "figure")
-            + f'<figure><img src="{PIXEL}" style="display:block;height:100px"></figure>'
-            + '<p style="height:260px">prose</p>')
-    page.set_content("<style>* {margin: 0; padding: 0; border: 0} pre, summary {font: 16px/20px monospace}</style>"
-                     f'<main><article class="bd-article">{body}</article></main>')
+
+    body = (
+        cell(3, "printed")
+        + cell(5)
+        + cell(9)
+        + cell(30, hidden=True)
+        + cell(1, "figure")
+        + f'<figure><img src="{PIXEL}" style="display:block;height:100px"></figure>'
+        + '<p style="height:260px">prose</p>'
+    )
+    page.set_content(
+        "<style>* {margin: 0; padding: 0; border: 0} pre, summary {font: 16px/20px monospace}</style>"
+        f'<main><article class="bd-article">{body}</article></main>'
+    )
     found = composition(page.evaluate(COMPOSITION))
     assert found["article_px"] == 1000, found
     assert (found["code"], found["printed"], found["figures"], found["rest"]) == (0.36, 0.06, 0.3, 0.28), found
     assert found["median_code_lines"] == 5, found
     assert (found["code_cells_shown"], found["code_cells_hidden"], found["cells_with_figure"]) == (4, 1, 1), found
-

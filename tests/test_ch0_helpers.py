@@ -3,13 +3,13 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
 
-from icl_utils import plotting  # noqa: E402
-from icl_utils.plotting import plot_error_per_dimension  # noqa: E402
+from icl_utils import plotting
+from icl_utils.plotting import plot_error_per_dimension
 
 
 def test_error_per_dimension_draws_normalized_curves_noise_level_and_interpolation_line():
@@ -41,9 +41,14 @@ def test_error_per_dimension_draws_on_the_given_axes_and_a_noise_level_only_with
         plt.close(fig)
 
 
-@pytest.mark.parametrize("kwargs, error", [({"dim": 0, "noise_var": 0.1}, ValueError),
-                                           ({"dim": 2.5, "noise_var": 0.1}, TypeError),
-                                           ({"dim": 3, "noise_var": -1.0}, ValueError)])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"dim": 0, "noise_var": 0.1}, ValueError),
+        ({"dim": 2.5, "noise_var": 0.1}, TypeError),
+        ({"dim": 3, "noise_var": -1.0}, ValueError),
+    ],
+)
 def test_error_per_dimension_checks_its_arguments(kwargs, error):
     with pytest.raises(error):
         plot_error_per_dimension({"Bayes": torch.ones(4, 6)}, **kwargs)

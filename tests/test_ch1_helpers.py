@@ -5,23 +5,19 @@ on the artists, not on pixels)."""
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
 
-from icl_utils import plotting  # noqa: E402
-from icl_utils.exact import (  # noqa: E402
-    AttentionMoments, attention_risk, best_attention_excess,
-)
-from icl_utils.models import FixedFeatureAttention, MLPAttention  # noqa: E402
-from icl_utils.models.feature_attention import fit_gamma  # noqa: E402
-from icl_utils.risk import (  # noqa: E402
-    empirical_and_expected_risk, gamma_erm_risks, local_slopes, query_risk, query_risk_curves,
-)
-from icl_utils.tasks.nonparametric import NonparametricTasks  # noqa: E402
-from icl_utils.tasks.pool import PromptPool  # noqa: E402
-from icl_utils.train import fit_features_exact  # noqa: E402
+from icl_utils import plotting
+from icl_utils.exact import AttentionMoments, attention_risk, best_attention_excess
+from icl_utils.models import FixedFeatureAttention, MLPAttention
+from icl_utils.models.feature_attention import fit_gamma
+from icl_utils.risk import empirical_and_expected_risk, gamma_erm_risks, local_slopes, query_risk, query_risk_curves
+from icl_utils.tasks.nonparametric import NonparametricTasks
+from icl_utils.tasks.pool import PromptPool
+from icl_utils.train import fit_features_exact
 
 
 def test_coefficients_are_the_draws_of_sample_and_have_the_prior_variance():
@@ -131,8 +127,11 @@ def test_gamma_erm_risks_interpolate_few_prompts_and_generalize_with_many():
 
 
 def test_plot_pretraining_sets_draws_medians_ranges_and_the_prediction():
-    run = dict(ratio=np.array([0.5, 4.0, 16.0]), empirical=np.array([[0.0, 0.0], [0.2, 0.3], [0.3, 0.3]]),
-               gap=np.array([[3.0, 2.0], [0.3, 0.2], [0.07, 0.05]]))
+    run = dict(
+        ratio=np.array([0.5, 4.0, 16.0]),
+        empirical=np.array([[0.0, 0.0], [0.2, 0.3], [0.3, 0.3]]),
+        gap=np.array([[3.0, 2.0], [0.3, 0.2], [0.07, 0.05]]),
+    )
     fig = plotting.plot_pretraining_sets({"n = 8": run, "n = 32": run}, noise_var=0.25)
     left, right = fig.axes
     assert len(left.lines) == 3 and len(right.lines) == 3 and len(right.collections) == 2
@@ -214,8 +213,10 @@ def test_plot_feature_maps_draws_lines_seed_medians_with_ranges_and_the_rate():
 def test_plot_learner_comparison_draws_a_panel_per_setting_with_seed_medians_and_error_bars():
     ns = [16, 64]
     runs = np.array([[0.2, 0.1], [0.4, 0.3], [0.3, 0.05]])
-    panels = {"d = 4": ({"exact": runs}, {"mc": np.array([[0.3, 0.01], [0.2, 0.01]])}),
-              "d = 16": ({"exact": np.array([0.2, 0.1])}, {"mc": np.array([[0.5, 0.01], [0.4, 0.01]])})}
+    panels = {
+        "d = 4": ({"exact": runs}, {"mc": np.array([[0.3, 0.01], [0.2, 0.01]])}),
+        "d = 16": ({"exact": np.array([0.2, 0.1])}, {"mc": np.array([[0.5, 0.01], [0.4, 0.01]])}),
+    }
     fig = plotting.plot_learner_comparison(ns, panels)
     left, right = fig.axes
     (legend,) = fig.legends
@@ -275,8 +276,9 @@ def test_fit_features_exact_lowers_the_risk_towards_the_true_basis_and_sets_gamm
     moments = AttentionMoments.of(model.features, task, points=1024)
     assert loss == pytest.approx(moments.risk(32, model.gamma).item(), rel=1e-5)  # Gamma is the best one
     after = best_attention_excess(AttentionMoments.of(model.features, task), [32], task.noise_var)[0]
-    true = best_attention_excess(AttentionMoments.of(lambda x: task.features(x)[..., :6], task), [32],
-                                 task.noise_var)[0]
+    true = best_attention_excess(AttentionMoments.of(lambda x: task.features(x)[..., :6], task), [32], task.noise_var)[
+        0
+    ]
     assert after < before - 0.5 * (before - true)  # more than half of the way to the first six true functions
     with pytest.raises(TypeError, match="model"):
         fit_features_exact(torch.nn.Linear(2, 1), task, 32)

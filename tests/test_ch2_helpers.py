@@ -5,15 +5,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
 
-from icl_utils.dynamics import mean_field as mf  # noqa: E402
-from icl_utils.gd import GDHistory  # noqa: E402
-from icl_utils.plotting import plot_mean_field_training, plot_model_losses, plot_readout_errors  # noqa: E402
-from icl_utils.tasks.features import TeacherFeatures, sigmoid_network  # noqa: E402
+from icl_utils.dynamics import mean_field as mf
+from icl_utils.gd import GDHistory
+from icl_utils.plotting import plot_mean_field_training, plot_model_losses, plot_readout_errors
+from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
 
 D, K, M = 5, 2, 8
 
@@ -45,7 +45,7 @@ def test_attention_model_matches_descent_on_the_flattened_vector(problem):
 
 def test_students_trained_together_are_trained_as_alone(problem):
     """Full batch: a stack of S students follows exactly the S runs alone; with SGD each student draws its own."""
-    _, x, f, init, data = problem
+    _, _x, _f, init, data = problem
     stack = torch.stack([init, mf.init_particles(M, D, K, torch.Generator().manual_seed(9)).double()])
     together = mf.run_gradient_descent("static", data, stack, steps=10, eta=0.2, record_every=5, progress=False)
     for s in range(2):
@@ -53,8 +53,17 @@ def test_students_trained_together_are_trained_as_alone(problem):
         torch.testing.assert_close(together.particles[s], alone.particles, rtol=0, atol=1e-12)
         np.testing.assert_allclose(together.losses[:, s], alone.losses, rtol=1e-10)
     same = torch.stack([init, init])
-    sgd = mf.run_gradient_descent("attention", data, same, steps=10, eta=0.2, batch=2, gamma_lr=1.0,
-                                  generator=torch.Generator().manual_seed(3), progress=False)
+    sgd = mf.run_gradient_descent(
+        "attention",
+        data,
+        same,
+        steps=10,
+        eta=0.2,
+        batch=2,
+        gamma_lr=1.0,
+        generator=torch.Generator().manual_seed(3),
+        progress=False,
+    )
     assert sgd.losses.shape == (2, 2) and not torch.equal(sgd.particles[0], sgd.particles[1])
 
 
@@ -63,9 +72,18 @@ def test_sgd_steps_on_the_drawn_prompts(problem):
     of the attention model on the leave-one-out loss of the drawn prompts; each student draws its own."""
     _, _, _, init, data = problem
     stack = torch.stack([init, init])
-    for model, lr in (("static", 0.2 * M), ("attention", None)):
-        run = mf.run_gradient_descent(model, data, stack, steps=1, eta=0.2, batch=3, gamma_lr=1.0,
-                                      generator=torch.Generator().manual_seed(4), progress=False)
+    for model in ("static", "attention"):
+        run = mf.run_gradient_descent(
+            model,
+            data,
+            stack,
+            steps=1,
+            eta=0.2,
+            batch=3,
+            gamma_lr=1.0,
+            generator=torch.Generator().manual_seed(4),
+            progress=False,
+        )
         drawn = data.draw(2, 3, torch.Generator().manual_seed(4))
         for s in range(2):
             p = init.clone().requires_grad_(True)
@@ -93,8 +111,9 @@ def test_static_and_modified_models(problem):
     flat = init[:1].repeat(M, 1)
     g = torch.Generator().manual_seed(7)
     with pytest.warns(RuntimeWarning, match="nearly singular") as caught:
-        modified = mf.run_gradient_descent("modified", data, flat, steps=205, eta=1e-6, generator=g,
-                                           record_every=10, progress=False)
+        modified = mf.run_gradient_descent(
+            "modified", data, flat, steps=205, eta=1e-6, generator=g, record_every=10, progress=False
+        )
     assert modified.events == [(100, 0), (200, 0)]
     assert len([w for w in caught if "nearly singular" in str(w.message)]) == 1  # once per run, not per record
 
@@ -113,7 +132,7 @@ def test_static_and_modified_models(problem):
     ],
 )
 def test_run_gradient_descent_checks_its_arguments(problem, kwargs, error, match):
-    _, x, f, init, data = problem
+    _, _x, _f, init, data = problem
     args = dict(init=init, eta=0.1, data=data) | kwargs
     model, init, data = args.pop("model"), args.pop("init"), args.pop("data")
     with pytest.raises(error, match=match):
@@ -127,8 +146,9 @@ def test_particle_spread_and_escape_steps():
     four = torch.tensor([[0.0, 0.0], [0.0, 0.0], [5.0, 5.0], [5.0, 5.0]])
     assert mf.particle_spread(four, torch.tensor([0, 0, 1, 1])).item() == 0.0  # coincident within each group
     assert mf.particle_spread(torch.stack([p, 2 * p])).tolist() == pytest.approx([1.0, 2.0])
-    history = GDHistory(steps=np.array([0, 10, 20, 30]),
-                        records={"loss": np.array([[4.0, 1.0], [3.0, 1.0], [1.9, 0.9], [1.0, 0.9]])})
+    history = GDHistory(
+        steps=np.array([0, 10, 20, 30]), records={"loss": np.array([[4.0, 1.0], [3.0, 1.0], [1.9, 0.9], [1.0, 0.9]])}
+    )
     np.testing.assert_array_equal(mf.escape_steps(history), [20, np.inf])
     with pytest.raises(TypeError, match="GDHistory"):
         mf.escape_steps({"loss": [1.0]})
@@ -176,10 +196,15 @@ def test_readout_error_of_a_readable_and_an_unreadable_task(problem):
 def test_figures_draw_what_they_show(problem):
     steps = np.arange(0, 40, 10)
     losses = {name: np.ones((4, 3)) for name in mf.MODELS}
-    fig = plot_mean_field_training(steps, losses, {"static": np.ones((4, 3)), "modified": np.ones((4, 3))},
-                                   np.array([1e-4, 1e-8, 0.0]), {"static": np.array([10.0, 20.0, np.inf])},
-                                   {"static": np.array([30.0, 25.0]), "perturbation only": np.array([5.0, 6.0])},
-                                   saddle_steps=30)
+    fig = plot_mean_field_training(
+        steps,
+        losses,
+        {"static": np.ones((4, 3)), "modified": np.ones((4, 3))},
+        np.array([1e-4, 1e-8, 0.0]),
+        {"static": np.array([10.0, 20.0, np.inf])},
+        {"static": np.array([30.0, 25.0]), "perturbation only": np.array([5.0, 6.0])},
+        saddle_steps=30,
+    )
     a, b, c, d = fig.axes
     assert [line.get_label() for line in a.get_lines()] == list(mf.MODELS)
     assert a.get_lines()[2].get_linestyle() == "--" and len(a.collections) == 3  # medians with their bands
@@ -192,18 +217,23 @@ def test_figures_draw_what_they_show(problem):
     ax = plot_model_losses(np.arange(3), {"static": np.ones(3)}, ylabel="excess")
     assert ax.get_ylabel() == "excess" and ax.get_yscale() == "log"
     plt.close(ax.figure)
-    fig = plot_readout_errors(np.arange(3), {"a": np.ones(3), "b": np.ones(3)}, {"a": [0.5, 0.7], "b": [0.6]},
-                              {"a": 0.4, "b": 0.3}, titles={"a": "A"})
+    fig = plot_readout_errors(
+        np.arange(3),
+        {"a": np.ones(3), "b": np.ones(3)},
+        {"a": [0.5, 0.7], "b": [0.6]},
+        {"a": 0.4, "b": 0.3},
+        titles={"a": "A"},
+    )
     assert len(fig.axes) == 2 and fig.axes[0].get_title() == "task A" and fig.axes[1].get_title() == "task b"
     assert len(fig.axes[0].get_legend().get_texts()) == 3
     plt.close(fig)
     with pytest.raises(ValueError, match="same tasks"):
         plot_readout_errors(np.arange(3), {"a": np.ones(3)}, {}, {"a": 0.4})
     tasks = {name: np.ones(3) for name in "abc"}
-    fig = plot_readout_errors(np.arange(3), tasks, {n: [0.5] for n in tasks}, {n: 0.4 for n in tasks}, columns=2)
+    fig = plot_readout_errors(np.arange(3), tasks, {n: [0.5] for n in tasks}, dict.fromkeys(tasks, 0.4), columns=2)
     visible = [ax for ax in fig.axes if ax.get_visible()]
     assert len(fig.axes) == 4 and [ax.get_title() for ax in visible] == ["task a", "task b", "task c"]
     assert visible[0].get_position().y0 > visible[2].get_position().y0  # two rows: c below a
     plt.close(fig)
     with pytest.raises(ValueError, match="columns"):
-        plot_readout_errors(np.arange(3), tasks, {n: [0.5] for n in tasks}, {n: 0.4 for n in tasks}, columns=0)
+        plot_readout_errors(np.arange(3), tasks, {n: [0.5] for n in tasks}, dict.fromkeys(tasks, 0.4), columns=0)

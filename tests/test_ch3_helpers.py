@@ -4,12 +4,12 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
 
-from icl_utils.plotting import (  # noqa: E402
+from icl_utils.plotting import (
     PALETTE,
     plot_error_panels,
     plot_floor_by_width,
@@ -19,7 +19,7 @@ from icl_utils.plotting import (  # noqa: E402
     plot_subspace_recovery,
     unreadable,
 )
-from icl_utils.risk import (  # noqa: E402
+from icl_utils.risk import (
     RiskTerms,
     bootstrap_interval,
     examples_needed,
@@ -69,11 +69,11 @@ def test_scaling_exponents_recover_a_power_law_and_tell_two_apart():
     assert gap[0] == pytest.approx(1.5, abs=0.07) and gap[1] > 1.2
     # Never reached at the largest size: unbounded growth, +inf for the first, -inf (against the claim) for the
     # second. Never reached at the smallest: nothing measured, no interval, no claim passes.
-    unbounded = slow[:2] + [np.full(30, np.inf)]
+    unbounded = [*slow[:2], np.full(30, np.inf)]
     assert scaling_exponent(xs, unbounded, np.median, reps=50) == (np.inf, np.inf, np.inf)
     assert exponent_difference((xs, fast, np.median), (xs, unbounded, np.median), reps=50)[1] == -np.inf
     assert exponent_difference((xs, unbounded, np.median), (xs, slow, np.median), reps=50)[1] == np.inf
-    never = [np.full(30, np.inf)] + slow[1:]
+    never = [np.full(30, np.inf), *slow[1:]]
     assert np.isnan(scaling_exponent(xs, never, np.median, reps=50)[1])
     assert np.isnan(exponent_difference((xs, never, np.median), (xs, slow, np.median), reps=50)[1])
     with pytest.raises(ValueError, match="one array per size"):
@@ -120,10 +120,13 @@ def test_risk_against_examples_draws_seed_bands_baselines_and_prompt_free_levels
     ns = [16, 32, 64]
     by_dim = {8: np.array([[1.5, 0.8, 0.5], [1.7, 1.0, 0.7]]), 16: np.array([[1.6, 0.9, 0.5], [1.6, 0.9, 0.5]])}
     by_rank = {1: np.array([[0.9, 0.5, 0.3]] * 2), 2: by_dim[16]}
-    baselines = {"kernel ridge": {8: ([32, 64], [0.7, 0.5]), 16: ([32, 64], [0.9, 0.8])},
-                 "two-layer net": {8: ([32, 64], [0.6, 0.4])}}
-    fig = plot_risk_against_examples(ns, by_dim, by_rank, prompt_free={1: 0.3, 2: 0.65}, rank=2, rank_dim=16,
-                                     baselines=baselines, target=0.55)
+    baselines = {
+        "kernel ridge": {8: ([32, 64], [0.7, 0.5]), 16: ([32, 64], [0.9, 0.8])},
+        "two-layer net": {8: ([32, 64], [0.6, 0.4])},
+    }
+    fig = plot_risk_against_examples(
+        ns, by_dim, by_rank, prompt_free={1: 0.3, 2: 0.65}, rank=2, rank_dim=16, baselines=baselines, target=0.55
+    )
     left, right = fig.axes
     np.testing.assert_allclose(left.lines[0].get_ydata(), [1.6, 0.9, 0.6])  # the median of two seeds
     assert len(left.collections) == 2 and len(right.collections) == 2  # a band per curve
@@ -131,12 +134,14 @@ def test_risk_against_examples_draws_seed_bands_baselines_and_prompt_free_levels
     assert ("--", PALETTE[1]) in styles and (":", PALETTE[0]) in styles  # kernel ridge at d=16, the net at d=8
     assert (":", PALETTE[1]) not in styles  # the net was not given at d=16
     np.testing.assert_allclose(left.lines[1].get_ydata(), [0.7, 0.5])
-    flat = {line.get_ydata()[0] for line in left.lines if line.get_linestyle() in ("-.", ":") and
-            len(set(line.get_ydata())) == 1}
+    flat = {
+        line.get_ydata()[0]
+        for line in left.lines
+        if line.get_linestyle() in ("-.", ":") and len(set(line.get_ydata())) == 1
+    }
     assert {0.65, 0.55} <= flat  # the prompt-free level of r = 2 and the target
     legend = [t.get_text() for t in left.get_legend().get_texts()]
-    assert legend == ["d = 8", "d = 16", "pretrained", "kernel ridge", "two-layer net", "prompt-free E[y|x]",
-                      "target"]
+    assert legend == ["d = 8", "d = 16", "pretrained", "kernel ridge", "two-layer net", "prompt-free E[y|x]", "target"]
     levels = [line for line in right.lines if line.get_linestyle() == "-."]
     assert [line.get_ydata()[0] for line in levels] == [0.3, 0.65]
     assert levels[0].get_color() == right.lines[0].get_color()
@@ -148,8 +153,15 @@ def test_risk_against_examples_draws_seed_bands_baselines_and_prompt_free_levels
     with pytest.raises(ValueError, match="prompt_free must give"):
         plot_risk_against_examples(ns, by_dim, by_rank, prompt_free={2: 0.6}, rank=2, rank_dim=16)
     with pytest.raises(ValueError, match="baseline 'kernel ridge'"):
-        plot_risk_against_examples(ns, by_dim, by_rank, prompt_free={1: 0.3, 2: 0.6}, rank=2, rank_dim=16,
-                                   baselines={"kernel ridge": {8: ([32], [0.7, 0.5])}})
+        plot_risk_against_examples(
+            ns,
+            by_dim,
+            by_rank,
+            prompt_free={1: 0.3, 2: 0.6},
+            rank=2,
+            rank_dim=16,
+            baselines={"kernel ridge": {8: ([32], [0.7, 0.5])}},
+        )
 
 
 def test_subspace_recovery_scales_the_tasks_by_each_power_of_d():
@@ -170,10 +182,13 @@ def test_subspace_recovery_scales_the_tasks_by_each_power_of_d():
 
 
 def test_floor_by_width_draws_medians_ranges_and_references():
-    floors = {"features in S": np.array([[0.5, 0.3, 0.2], [0.4, 0.2, 0.1], [0.6, 0.25, 0.15]]),
-              "random first layer": np.ones((3, 3))}
-    fig = plot_floor_by_width([8, 16, 32], floors, reference={"prompt-free": 0.65, "E[y]": 1.1},
-                              points={"pretrained": (32, 0.4)})
+    floors = {
+        "features in S": np.array([[0.5, 0.3, 0.2], [0.4, 0.2, 0.1], [0.6, 0.25, 0.15]]),
+        "random first layer": np.ones((3, 3)),
+    }
+    fig = plot_floor_by_width(
+        [8, 16, 32], floors, reference={"prompt-free": 0.65, "E[y]": 1.1}, points={"pretrained": (32, 0.4)}
+    )
     (ax,) = fig.axes
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [0.5, 0.25, 0.15])  # the median over runs
     assert ax.lines[0].get_color() != ax.lines[1].get_color()
@@ -194,7 +209,8 @@ def test_floor_by_width_draws_medians_ranges_and_references():
 def test_sample_complexity_draws_estimates_with_intervals_and_slopes():
     fig = plot_sample_complexity(
         {"d": ([8, 16], {"a": np.array([[10, 8, 12], [40, 30, np.inf]]), "b": np.array([50, 60])})},
-        slopes={"d": {"a": 2.0}})
+        slopes={"d": {"a": 2.0}},
+    )
     (ax,) = fig.axes
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a (slope 2.00)", "b"]
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [10, 40])

@@ -4,31 +4,24 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
 
-from icl_utils.dynamics.gd_beta import gd_beta_flow, gd_beta_hessian  # noqa: E402
-from icl_utils.exact import (  # noqa: E402
-    best_gd_beta_risk,
-    best_lsa_risk,
-    gd_beta_risk,
-    lsa_risk,
-    optimal_gd_step,
-    optimal_lsa,
-)
-from icl_utils.gd import GDHistory, gradient_descent  # noqa: E402
-from icl_utils.models import LSA  # noqa: E402
-from icl_utils.plotting import (  # noqa: E402
+from icl_utils.dynamics.gd_beta import gd_beta_flow, gd_beta_hessian
+from icl_utils.exact import best_gd_beta_risk, best_lsa_risk, gd_beta_risk, lsa_risk, optimal_gd_step, optimal_lsa
+from icl_utils.gd import GDHistory, gradient_descent
+from icl_utils.models import LSA
+from icl_utils.plotting import (
+    plot_gap_scaling,
     plot_gd_beta_reading,
     plot_gd_records,
     plot_risk_against_signal,
     plot_risk_ratios_against_n,
-    plot_gap_scaling,
 )
-from icl_utils.prompts import Prompt  # noqa: E402
-from icl_utils.tasks import LinearRegression  # noqa: E402
+from icl_utils.prompts import Prompt
+from icl_utils.tasks import LinearRegression
 
 
 def _task(d: int = 3, norm: float = 2.0, noise_std: float = 0.5) -> LinearRegression:
@@ -80,15 +73,18 @@ def test_gd_beta_hessian_matches_second_differences():
     d, n = 2, 5
     task = _task(d)
     gen = torch.Generator().manual_seed(0)
-    beta0, gamma = torch.randn(d, generator=gen, dtype=torch.float64), torch.randn(d, d, generator=gen,
-                                                                                   dtype=torch.float64)
+    beta0, gamma = (
+        torch.randn(d, generator=gen, dtype=torch.float64),
+        torch.randn(d, d, generator=gen, dtype=torch.float64),
+    )
     hess = gd_beta_hessian(task, n, beta0, gamma)
     assert hess.shape == (d + d * d, d + d * d) and torch.allclose(hess, hess.T)
     risk, theta = _flat_risk(task, n, d), torch.cat([beta0, gamma.flatten()])
     eye, h = torch.eye(d + d * d, dtype=torch.float64), 0.5
     for i, j in [(0, 1), (1, 1), (2, 5), (3, 4)]:  # same block
-        second = (risk(theta + h * eye[i] + h * eye[j]) - risk(theta + h * eye[i]) - risk(theta + h * eye[j])
-                  + risk(theta)) / h**2
+        second = (
+            risk(theta + h * eye[i] + h * eye[j]) - risk(theta + h * eye[i]) - risk(theta + h * eye[j]) + risk(theta)
+        ) / h**2
         assert hess[i, j].item() == pytest.approx(second.item(), rel=1e-9, abs=1e-9)
 
     def grad(t):
@@ -121,8 +117,9 @@ def test_gd_beta_flow_is_bitwise_the_flattened_gradient_descent():
     d, n, steps, lr = 3, 6, 40, 0.02
     task = _task(d)
     flat = torch.randn(d + d * d, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    hist = gd_beta_flow(task, n, {"beta0": flat[:d], "gamma": flat[d:].reshape(d, d)}, steps=steps, lr=lr,
-                        record_every=5)
+    hist = gd_beta_flow(
+        task, n, {"beta0": flat[:d], "gamma": flat[d:].reshape(d, d)}, steps=steps, lr=lr, record_every=5
+    )
     gamma_star = optimal_gd_step(task, n)
     best = gd_beta_risk(task, n, task.mean(), gamma_star).item()
     risk = _flat_risk(task, n, d)
@@ -159,8 +156,7 @@ def test_gd_beta_flow_checks_its_arguments():
 
 
 def test_plot_risk_against_signal_draws_every_model_and_the_bayes_line():
-    risks = {"best GD-β": [1.0, 1.0, 1.0], "best GD-0": [1.1, 1.5, 2.5], "LSA": [1.1, 1.4, 2.3],
-             "LTB": [1.0, 1.0, 1.1]}
+    risks = {"best GD-β": [1.0, 1.0, 1.0], "best GD-0": [1.1, 1.5, 2.5], "LSA": [1.1, 1.4, 2.3], "LTB": [1.0, 1.0, 1.1]}
     ax = plot_risk_against_signal([0.0, 1.0, 2.0], risks, bayes=0.9)
     labels = [line.get_label() for line in ax.lines]
     assert labels == [*risks, "Bayes"]
@@ -176,13 +172,15 @@ def test_plot_risk_against_signal_draws_every_model_and_the_bayes_line():
 def test_plot_gd_beta_reading_draws_two_scatters_on_diagonals():
     pred = torch.linspace(-2, 2, 50)
     gamma, beta = torch.eye(3, dtype=torch.float64), torch.tensor([1.0, 2.0, 3.0])
-    fig = plot_gd_beta_reading(pred, pred + 0.01, gamma, gamma.float() * 0.9, beta_star=beta, beta_read=beta * 1.1,
-                               k=20)
+    fig = plot_gd_beta_reading(
+        pred, pred + 0.01, gamma, gamma.float() * 0.9, beta_star=beta, beta_read=beta * 1.1, k=20
+    )
     ax1, ax2 = fig.axes
     assert len(ax1.collections) == 1 and ax1.collections[0].get_offsets().shape == (20, 2)
     assert [c.get_offsets().shape for c in ax2.collections] == [(9, 2), (3, 2)]
     assert [line.get_label() for line in ax1.lines] == ["equal"] and [line.get_label() for line in ax2.lines] == [
-        "equal"]
+        "equal"
+    ]
     assert ax1.get_ylabel() == "trained LTB" and "Gamma^*" in ax2.get_xlabel()
     # the diagonal spans the initialization's entries too
     assert ax2.get_xlim()[1] >= 3.0
@@ -238,9 +236,13 @@ def test_plot_risk_ratios_against_n_draws_one_line_per_method_and_snr():
 
 def test_plot_gd_records_draws_one_panel_per_key_and_one_line_per_run():
     steps = np.arange(0, 50, 5)
-    runs = {f"start {i}": GDHistory(steps=steps, records={"excess risk": np.exp(-steps / (i + 1)) + 1e-9,
-                                                          "parameter error": np.exp(-steps / (2 * i + 2))})
-            for i in range(3)}
+    runs = {
+        f"start {i}": GDHistory(
+            steps=steps,
+            records={"excess risk": np.exp(-steps / (i + 1)) + 1e-9, "parameter error": np.exp(-steps / (2 * i + 2))},
+        )
+        for i in range(3)
+    }
     fig = plot_gd_records(runs, keys=["excess risk", "parameter error"])
     assert len(fig.axes) == 2
     for ax, key in zip(fig.axes, ["excess risk", "parameter error"]):
@@ -263,14 +265,17 @@ def _spd(d: int, seed: int, floor: float) -> torch.Tensor:
 def _skewed_task(d: int = 3, noise_std: float = 0.7) -> LinearRegression:
     """Non-isotropic inputs and prior, and a mean off every axis."""
     mean = torch.linspace(-1.0, 2.0, d, dtype=torch.float64)
-    return LinearRegression(dim=d, noise_std=noise_std, prior_mean=mean, prior_cov=_spd(d, 1, 0.2),
-                            x_cov=_spd(d, 2, 0.3))
+    return LinearRegression(
+        dim=d, noise_std=noise_std, prior_mean=mean, prior_cov=_spd(d, 1, 0.2), x_cov=_spd(d, 2, 0.3)
+    )
 
 
 def _random_lsa_weights(d: int, seed: int, scale: float = 0.5) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
-    return (scale * torch.randn(d + 1, generator=gen, dtype=torch.float64),
-            scale * torch.randn(d + 1, d, generator=gen, dtype=torch.float64))
+    return (
+        scale * torch.randn(d + 1, generator=gen, dtype=torch.float64),
+        scale * torch.randn(d + 1, d, generator=gen, dtype=torch.float64),
+    )
 
 
 def test_lsa_risk_at_gd0_weights_is_the_gd0_risk():
@@ -282,7 +287,8 @@ def test_lsa_risk_at_gd0_weights_is_the_gd0_risk():
     b = torch.cat([gamma.T, torch.zeros(1, d, dtype=torch.float64)])
     for n in (1, 4, 50):
         assert lsa_risk(task, n, u, b).item() == pytest.approx(
-            gd_beta_risk(task, n, torch.zeros(d, dtype=torch.float64), gamma).item(), rel=1e-12)
+            gd_beta_risk(task, n, torch.zeros(d, dtype=torch.float64), gamma).item(), rel=1e-12
+        )
 
 
 def test_lsa_risk_averages_the_conditional_wishart_risk_over_beta_exactly():
@@ -301,20 +307,29 @@ def test_lsa_risk_averages_the_conditional_wishart_risk_over_beta_exactly():
         q = torch.cat([torch.eye(d, dtype=torch.float64), beta[None]])
         c = q @ h @ q.T
         c[d, d] += noise
-        risk = ((1 + 1 / n) * u @ c @ a @ c @ u + torch.trace(a @ c) * (u @ c @ u) / n - 2 * u @ c @ b @ h @ beta
-                + beta @ h @ beta + noise)
+        risk = (
+            (1 + 1 / n) * u @ c @ a @ c @ u
+            + torch.trace(a @ c) * (u @ c @ u) / n
+            - 2 * u @ c @ b @ h @ beta
+            + beta @ h @ beta
+            + noise
+        )
         total += weights[list(index)].prod().item() * risk.item()
     assert lsa_risk(task, n, u, b).item() == pytest.approx(total, rel=1e-12)
 
 
-@pytest.mark.parametrize("n, norm, noise_std, skewed", [(2, 0.0, 0.5, False), (5, 2.0, 0.3, True),
-                                                        (20, 3.0, 1.0, False)])
+@pytest.mark.parametrize(
+    "n, norm, noise_std, skewed", [(2, 0.0, 0.5, False), (5, 2.0, 0.3, True), (20, 3.0, 1.0, False)]
+)
 def test_lsa_risk_matches_monte_carlo_through_the_lsa_model(n, norm, noise_std, skewed):
     # Prompts sampled from the task, through an LSA whose weights give (u, b): W_P = W_K = I, W_V's last row u,
     # W_Q = [b, 0]. Within 4 standard errors (the seeds are fixed, so the test is deterministic).
     d = 3
-    task = (_skewed_task(d, noise_std) if skewed
-            else LinearRegression(dim=d, noise_std=noise_std, prior_mean=torch.full((d,), norm / d**0.5)))
+    task = (
+        _skewed_task(d, noise_std)
+        if skewed
+        else LinearRegression(dim=d, noise_std=noise_std, prior_mean=torch.full((d,), norm / d**0.5))
+    )
     u, b = _random_lsa_weights(d, 5 + n)
     model = LSA(d, init_std=0.0).double()
     with torch.no_grad():
@@ -343,8 +358,10 @@ def test_optimal_lsa_is_a_stationary_point_of_lsa_risk():
     assert grad_u.abs().max().item() < 1e-8 and grad_b.abs().max().item() < 1e-8
 
 
-@pytest.mark.parametrize("task", [_task(5, norm=0.0), LinearRegression(dim=3, noise_std=0.7, prior_cov=_spd(3, 1, 0.2),
-                                                                         x_cov=_spd(3, 2, 0.3))])
+@pytest.mark.parametrize(
+    "task",
+    [_task(5, norm=0.0), LinearRegression(dim=3, noise_std=0.7, prior_cov=_spd(3, 1, 0.2), x_cov=_spd(3, 2, 0.3))],
+)
 def test_best_lsa_risk_is_the_best_gd_beta_risk_at_zero_mean(task):
     # With beta* = 0 the best GD-beta step starts at 0: GD-0, which an LSA computes (Theorem 4.1's gap vanishes).
     for n in (3, 40):

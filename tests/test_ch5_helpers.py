@@ -4,20 +4,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
 
-from icl_utils.dynamics import softmax_attention as sa  # noqa: E402
-from icl_utils.gd import GDHistory  # noqa: E402
-from icl_utils.plotting import (  # noqa: E402
-    plot_attention_snapshots,
-    plot_convergence_times,
-    plot_feature_errors,
-    plot_phase_weights,
-)
-from icl_utils.tasks.discrete import DiscreteFeatures, imbalanced_probs  # noqa: E402
+from icl_utils.dynamics import softmax_attention as sa
+from icl_utils.gd import GDHistory
+from icl_utils.plotting import plot_attention_snapshots, plot_convergence_times, plot_feature_errors, plot_phase_weights
+from icl_utils.tasks.discrete import DiscreteFeatures, imbalanced_probs
 
 
 def test_convergence_steps_by_hand():
@@ -54,8 +49,16 @@ def test_phase_boundaries_on_a_run_find_the_rising_off_target_weight():
     """On the imbalanced dynamics, the weight to another rare feature rises in phase I and falls after it; on the
     balanced one phase I is empty and that weight never rises (the chapter's claim and its control)."""
     probs = torch.stack([imbalanced_probs(5, 0.5), imbalanced_probs(5, 0.2)])
-    _, h = sa.run_gradient_descent(probs, 60, steps=600, lr=1.0, n_samples=256,
-                                   generator=torch.Generator().manual_seed(0), record_every=2, progress=False)
+    _, h = sa.run_gradient_descent(
+        probs,
+        60,
+        steps=600,
+        lr=1.0,
+        n_samples=256,
+        generator=torch.Generator().manual_seed(0),
+        record_every=2,
+        progress=False,
+    )
     imb = sa.phase_boundaries(h.steps, h.records["W"][:, 0], h.records["loss_k"][:, 0], feature=1, eps=0.02)
     bal = sa.phase_boundaries(h.steps, h.records["W"][:, 1], h.records["loss_k"][:, 1], feature=1, eps=0.02)
     assert 0 < imb[0] < imb[1] < imb[2] < np.inf and bal[0] == 0 < bal[1] < bal[2] < np.inf
@@ -78,8 +81,9 @@ def test_phase_boundaries_rejects_mismatched_shapes():
 def test_convergence_times_match_separate_runs_and_stop_early():
     problems = [(imbalanced_probs(3, 0.5), 16), (imbalanced_probs(4, 0.25), 24)]
     kwargs = dict(steps=400, lr=1.0, n_samples=64, record_every=5)
-    t = sa.convergence_times(problems, eps=(0.05, 0.02), n_seeds=2, generator=torch.Generator().manual_seed(0),
-                             progress=False, **kwargs)
+    t = sa.convergence_times(
+        problems, eps=(0.05, 0.02), n_seeds=2, generator=torch.Generator().manual_seed(0), progress=False, **kwargs
+    )
     assert t.first.shape == t.rest.shape == t.concentration.shape == (2, 2, 2)
     gen = torch.Generator().manual_seed(0)
     for i, (probs, n) in enumerate(problems):
@@ -98,8 +102,16 @@ def test_convergence_times_match_separate_runs_and_stop_early():
 
 def test_run_gradient_descent_batched_rows_are_separate_runs():
     probs = torch.stack([imbalanced_probs(3, 0.6), imbalanced_probs(3, 0.3)])
-    w, hist = sa.run_gradient_descent(probs, [6, 9], steps=30, lr=0.5, n_samples=32,
-                                      generator=torch.Generator().manual_seed(1), record_every=10, progress=False)
+    w, hist = sa.run_gradient_descent(
+        probs,
+        [6, 9],
+        steps=30,
+        lr=0.5,
+        n_samples=32,
+        generator=torch.Generator().manual_seed(1),
+        record_every=10,
+        progress=False,
+    )
     assert w.shape == (2, 3, 3) and hist.records["loss_k"].shape == (4, 2, 3)
     assert hist.records["attn"].shape == (4, 2, 3, 3)
     gen = torch.Generator().manual_seed(1)
@@ -107,8 +119,16 @@ def test_run_gradient_descent_batched_rows_are_separate_runs():
         single, _ = sa.run_gradient_descent(probs[r], n, steps=30, lr=0.5, n_samples=32, generator=gen, progress=False)
         torch.testing.assert_close(w[r], single, rtol=1e-12, atol=1e-14)
     # the first row draws the same counts as a single run from the same seed: its records match too
-    _, first = sa.run_gradient_descent(probs[0], 6, steps=30, lr=0.5, n_samples=32,
-                                       generator=torch.Generator().manual_seed(1), record_every=10, progress=False)
+    _, first = sa.run_gradient_descent(
+        probs[0],
+        6,
+        steps=30,
+        lr=0.5,
+        n_samples=32,
+        generator=torch.Generator().manual_seed(1),
+        record_every=10,
+        progress=False,
+    )
     for name in ("loss_k", "attn", "W"):
         np.testing.assert_allclose(hist.records[name][:, 0], first.records[name], rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match="n_context"):
@@ -116,9 +136,17 @@ def test_run_gradient_descent_batched_rows_are_separate_runs():
 
 
 def test_stop_below_ends_the_descent_at_the_first_record_below_the_level():
-    _, hist = sa.run_gradient_descent(imbalanced_probs(3, 0.5), 12, steps=5000, lr=1.0, n_samples=64,
-                                      generator=torch.Generator().manual_seed(0), record_every=5, stop_below=0.05,
-                                      progress=False)
+    _, hist = sa.run_gradient_descent(
+        imbalanced_probs(3, 0.5),
+        12,
+        steps=5000,
+        lr=1.0,
+        n_samples=64,
+        generator=torch.Generator().manual_seed(0),
+        record_every=5,
+        stop_below=0.05,
+        progress=False,
+    )
     loss = hist.records["loss_k"]
     assert hist.steps[-1] < 5000 and (loss[-1] <= 0.05).all() and not (loss[-2] <= 0.05).all()
 
@@ -130,8 +158,11 @@ def test_fit_bound_recovers_constants_and_bounds_a_faster_law():
     np.testing.assert_allclose(sa.fit_bound(0.3 * t2, ks, eps, 1.0), [0.0, 0.3], atol=1e-12)
     # a = 0 forced: the best b for a law that needs the first term; its relative-error least squares by hand
     x = t2 / (2.0 * t1 + 0.1 * t2)
-    np.testing.assert_allclose(sa.fit_bound(2.0 * t1 + 0.1 * t2, ks, eps, 1.0, eps_term_only=True),
-                               [0.0, x.sum() / np.square(x).sum()], rtol=1e-12)
+    np.testing.assert_allclose(
+        sa.fit_bound(2.0 * t1 + 0.1 * t2, ks, eps, 1.0, eps_term_only=True),
+        [0.0, x.sum() / np.square(x).sum()],
+        rtol=1e-12,
+    )
     # K^4 grows faster than the bound: fitted on K <= 6 it underestimates K = 12 (the chapter's control)
     fast = ks**4
     a, b = sa.fit_bound(fast[:2], ks[:2], eps[:2], 1.0)
@@ -159,7 +190,7 @@ def test_concentration_quantile_by_hand():
 
 def test_bad_inputs_get_named_errors(gen):
     w, counts = torch.zeros(2, 2, dtype=torch.float64), torch.tensor([[2.0, 1.0]], dtype=torch.float64)
-    with pytest.raises(TypeError, match="w must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"w must be a torch.Tensor"):
         sa.feature_attention(np.zeros((2, 2)), counts)
     with pytest.raises(ValueError, match="probs must have shape"):
         sa.population_loss(w, counts, torch.tensor([1.0]))
@@ -172,11 +203,27 @@ def test_bad_inputs_get_named_errors(gen):
     with pytest.raises(ValueError, match="n_features"):
         sa.bound_terms(np.nan, 0.01, 1.0)
     with pytest.raises(TypeError, match="eps must be a sequence"):
-        sa.convergence_times([(torch.tensor([0.5, 0.5]), 4)], eps=0.05, n_seeds=1, steps=2, lr=1.0, n_samples=4,
-                             generator=gen, progress=False)
+        sa.convergence_times(
+            [(torch.tensor([0.5, 0.5]), 4)],
+            eps=0.05,
+            n_seeds=1,
+            steps=2,
+            lr=1.0,
+            n_samples=4,
+            generator=gen,
+            progress=False,
+        )
     with pytest.raises(TypeError, match="pairs"):
-        sa.convergence_times([torch.tensor([0.5, 0.5])], eps=(0.05,), n_seeds=1, steps=2, lr=1.0, n_samples=4,
-                             generator=gen, progress=False)
+        sa.convergence_times(
+            [torch.tensor([0.5, 0.5])],
+            eps=(0.05,),
+            n_seeds=1,
+            steps=2,
+            lr=1.0,
+            n_samples=4,
+            generator=gen,
+            progress=False,
+        )
 
 
 def test_integer_counts_do_not_round_the_weights():
@@ -207,15 +254,24 @@ def test_empirical_loss_is_the_token_level_loss_on_the_same_prompts(gen):
 
 def test_empirical_descent_learns_stage_wise():
     task = DiscreteFeatures(dim=4, probs=imbalanced_probs(4, 0.5))
-    _, hist = sa.run_empirical_gradient_descent(task, 400, 24, steps=800, lr=1.0, n_samples=256,
-                                                generator=torch.Generator().manual_seed(0), record_every=5,
-                                                progress=False)
+    _, hist = sa.run_empirical_gradient_descent(
+        task,
+        400,
+        24,
+        steps=800,
+        lr=1.0,
+        n_samples=256,
+        generator=torch.Generator().manual_seed(0),
+        record_every=5,
+        progress=False,
+    )
     t = sa.convergence_steps(hist.steps, hist.records["loss_k"], 0.05)
     assert np.isfinite(t).all() and 2 * t[0] <= t[1:].min()
     assert hist.records["train"][-1] < hist.records["train"][0] / 10
     with pytest.raises(TypeError, match="task"):
-        sa.run_empirical_gradient_descent(imbalanced_probs(4, 0.5), 10, 4, steps=2, lr=1.0, n_samples=8,
-                                          generator=torch.Generator(), progress=False)
+        sa.run_empirical_gradient_descent(
+            imbalanced_probs(4, 0.5), 10, 4, steps=2, lr=1.0, n_samples=8, generator=torch.Generator(), progress=False
+        )
 
 
 def _history(n_steps=6, k=4):
@@ -258,9 +314,17 @@ def test_plot_phase_weights_draws_three_weights_and_four_phases():
 
 def test_plot_convergence_times_draws_medians_ranges_and_bounds():
     t = np.array([[100.0, 110.0, 90.0], [300.0, 320.0, 310.0]])
-    fig = plot_convergence_times([{"x": [4, 8], "xlabel": "K", "bounds": {"bound": [120, 350]},
-                                   "times": {"rare": t, "own x": ([4, 6, 8], np.vstack([t, t[:1]]))}},
-                                  {"x": [25, 100], "xlabel": "1/eps", "times": {"K = 4": t}}])
+    fig = plot_convergence_times(
+        [
+            {
+                "x": [4, 8],
+                "xlabel": "K",
+                "bounds": {"bound": [120, 350]},
+                "times": {"rare": t, "own x": ([4, 6, 8], np.vstack([t, t[:1]]))},
+            },
+            {"x": [25, 100], "xlabel": "1/eps", "times": {"K = 4": t}},
+        ]
+    )
     left, right = fig.axes
     assert left.get_xscale() == left.get_yscale() == "log" and right.get_xlabel() == "1/eps"
     np.testing.assert_array_equal(left.lines[0].get_ydata(), [100.0, 310.0])  # medians over seeds

@@ -11,9 +11,14 @@ from icl_utils.claims import Check, Claim, Control, Ledger, LedgerError, load, o
 
 
 def claim(**kw):
-    base = dict(id="rate", statement="the slope is below -1/2", source="Thm 1", value=-0.7,
-                check=Check("<", -0.5, "separator", "fixed before the run"),
-                controls=(Control("untrained model", -0.1),))
+    base = dict(
+        id="rate",
+        statement="the slope is below -1/2",
+        source="Thm 1",
+        value=-0.7,
+        check=Check("<", -0.5, "separator", "fixed before the run"),
+        controls=(Control("untrained model", -0.1),),
+    )
     return Claim(**{**base, **kw})
 
 
@@ -58,30 +63,36 @@ def test_every_problem_is_listed_at_once():
     assert "'a'" in str(err.value) and "'b'" in str(err.value)
 
 
-@pytest.mark.parametrize("kw, error, match", [
-    (dict(value=float("nan")), ValueError, "NaN"),
-    (dict(value="0.3"), TypeError, "value of claim"),
-    (dict(status="holds"), ValueError, "status must be one of"),
-    (dict(controls=Control("c", 1.0)), TypeError, "controls must be a sequence"),
-    (dict(controls=("c",)), TypeError, "controls must be a sequence of Control"),
-    (dict(interval=(1.0, 0.0)), ValueError, "must hold the value"),
-    (dict(interval=(2.0, 3.0)), ValueError, "must hold the value"),
-    (dict(value=np.array([0.1, 0.2])), TypeError, "single number"),
-    (dict(controls=(Control("c", 0.0), Control("c", 1.0))), ValueError, "distinct names"),
-    (dict(statement=""), ValueError, "statement must not be empty"),
-])
+@pytest.mark.parametrize(
+    "kw, error, match",
+    [
+        (dict(value=float("nan")), ValueError, "NaN"),
+        (dict(value="0.3"), TypeError, "value of claim"),
+        (dict(status="holds"), ValueError, "status must be one of"),
+        (dict(controls=Control("c", 1.0)), TypeError, "controls must be a sequence"),
+        (dict(controls=("c",)), TypeError, "controls must be a sequence of Control"),
+        (dict(interval=(1.0, 0.0)), ValueError, "must hold the value"),
+        (dict(interval=(2.0, 3.0)), ValueError, "must hold the value"),
+        (dict(value=np.array([0.1, 0.2])), TypeError, "single number"),
+        (dict(controls=(Control("c", 0.0), Control("c", 1.0))), ValueError, "distinct names"),
+        (dict(statement=""), ValueError, "statement must not be empty"),
+    ],
+)
 def test_bad_claims_are_named(kw, error, match):
     with pytest.raises(error, match=match):
         claim(**kw)
 
 
-@pytest.mark.parametrize("args, error, match", [
-    (("=<", 1.0, "separator"), ValueError, "relation must be one of"),
-    (("<", 1.0, "chosen after the run"), ValueError, "origin must be one of"),
-    (("<", float("nan"), "closed form"), ValueError, "bound must not be NaN"),
-    (("<", None, "closed form"), TypeError, "bound must be a real number"),
-    ((["<"], 1.0, "closed form"), ValueError, "relation must be one of"),
-])
+@pytest.mark.parametrize(
+    "args, error, match",
+    [
+        (("=<", 1.0, "separator"), ValueError, "relation must be one of"),
+        (("<", 1.0, "chosen after the run"), ValueError, "origin must be one of"),
+        (("<", float("nan"), "closed form"), ValueError, "bound must not be NaN"),
+        (("<", None, "closed form"), TypeError, "bound must be a real number"),
+        ((["<"], 1.0, "closed form"), ValueError, "relation must be one of"),
+    ],
+)
 def test_bad_checks_are_named(args, error, match):
     with pytest.raises(error, match=match):
         Check(*args)
@@ -107,8 +118,13 @@ def test_a_ledger_refuses_duplicates_and_bad_names():
 
 def test_json_round_trip_and_tables(tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_CLAIMS_DIR", str(tmp_path))
-    ledger = Ledger("05_y", [claim(interval=(-0.8, -0.6), interval_note="3 seeds", figure="fig-y"),
-                             claim(id="weak", status="weak", controls=(), reason="no control")])
+    ledger = Ledger(
+        "05_y",
+        [
+            claim(interval=(-0.8, -0.6), interval_note="3 seeds", figure="fig-y"),
+            claim(id="weak", status="weak", controls=(), reason="no control"),
+        ],
+    )
     path = ledger.verify().write()
     assert path == tmp_path / "05_y.json" and not list(tmp_path.glob("*.tmp"))
     record = json.loads(path.read_text())
@@ -144,8 +160,13 @@ def test_changed_since_compares_the_working_tree_with_the_commit(tmp_path, monke
     import subprocess
 
     def git(*args):
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
 
     for folder in ("notebooks", "icl_utils", "book"):
         (tmp_path / folder).mkdir()

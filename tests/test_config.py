@@ -2,9 +2,9 @@ import os
 
 import pytest
 import torch
+from needs import need
 
 from icl_utils import config
-from needs import need
 
 
 def test_default_mode_is_quick(monkeypatch):

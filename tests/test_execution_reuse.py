@@ -9,14 +9,17 @@ import pytest
 import torch
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
-import execution_stamp as es  # noqa: E402
+import execution_stamp as es
 
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     """A repository in miniature with one notebook executed by a build, recorded as current."""
-    for path, text in {"icl_utils/a.py": "x = 1\n", "benchmarks/results/r.json": "{}",
-                       "notebooks/01_ch.md": "# a chapter\n"}.items():
+    for path, text in {
+        "icl_utils/a.py": "x = 1\n",
+        "benchmarks/results/r.json": "{}",
+        "notebooks/01_ch.md": "# a chapter\n",
+    }.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
     monkeypatch.setattr(es, "ROOT", tmp_path)
@@ -31,8 +34,9 @@ def repo(tmp_path, monkeypatch):
     executed = es.executed_path(notebook)
     executed.parent.mkdir(parents=True)
     executed.write_text('{"cells": []}')
-    es.RECORD.write_text(json.dumps({"01_ch": {"stamp": es.stamp(notebook), "executed": es.file_hash(executed),
-                                               "ledger": None}}))
+    es.RECORD.write_text(
+        json.dumps({"01_ch": {"stamp": es.stamp(notebook), "executed": es.file_hash(executed), "ledger": None}})
+    )
     return notebook
 
 
@@ -40,15 +44,18 @@ def test_a_current_execution_is_reused(repo):
     assert es.stale(repo) == ""
 
 
-@pytest.mark.parametrize("change, part", [
-    (lambda nb, mp: nb.write_text("# a chapter, edited\n"), "notebook"),
-    (lambda nb, mp: (es.ROOT / "icl_utils" / "a.py").write_text("x = 2\n"), "package"),
-    (lambda nb, mp: (es.ROOT / "icl_utils" / "b.py").write_text(""), "package"),
-    (lambda nb, mp: (es.ROOT / "benchmarks" / "results" / "r.json").write_text('{"new": 1}'), "results"),
-    (lambda nb, mp: mp.setenv("ICL_MODE", "full"), "settings"),
-    (lambda nb, mp: mp.setattr(es.config, "get_device", lambda: torch.device("cuda", 0)), "settings"),
-    (lambda nb, mp: mp.setattr(es, "versions", lambda: "python==3.11\ntorch==2.14.0"), "versions"),
-])
+@pytest.mark.parametrize(
+    "change, part",
+    [
+        (lambda nb, mp: nb.write_text("# a chapter, edited\n"), "notebook"),
+        (lambda nb, mp: (es.ROOT / "icl_utils" / "a.py").write_text("x = 2\n"), "package"),
+        (lambda nb, mp: (es.ROOT / "icl_utils" / "b.py").write_text(""), "package"),
+        (lambda nb, mp: (es.ROOT / "benchmarks" / "results" / "r.json").write_text('{"new": 1}'), "results"),
+        (lambda nb, mp: mp.setenv("ICL_MODE", "full"), "settings"),
+        (lambda nb, mp: mp.setattr(es.config, "get_device", lambda: torch.device("cuda", 0)), "settings"),
+        (lambda nb, mp: mp.setattr(es, "versions", lambda: "python==3.11\ntorch==2.14.0"), "versions"),
+    ],
+)
 def test_each_change_executes_the_notebook_again(repo, monkeypatch, change, part):
     change(repo, monkeypatch)
     assert es.stale(repo) == f"changed since the build: {part}"
@@ -85,11 +92,30 @@ def test_no_record_or_another_executed_file_executes_it_again(repo):
 
 
 def test_an_error_output_fails_the_reused_execution():
-    ok = {"cells": [{"cell_type": "code", "source": "print(1)", "execution_count": 1,
-                     "outputs": [{"output_type": "stream", "name": "stdout", "text": "1"}]},
-                    {"cell_type": "markdown", "source": "text"}]}
-    failed = {"cells": [*ok["cells"], {"cell_type": "code", "source": "check()", "execution_count": 2, "outputs": [
-        {"output_type": "error", "ename": "AssertionError", "evalue": "risk 0.3 > 0.2", "traceback": []}]}]}
+    ok = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": "print(1)",
+                "execution_count": 1,
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": "1"}],
+            },
+            {"cell_type": "markdown", "source": "text"},
+        ]
+    }
+    failed = {
+        "cells": [
+            *ok["cells"],
+            {
+                "cell_type": "code",
+                "source": "check()",
+                "execution_count": 2,
+                "outputs": [
+                    {"output_type": "error", "ename": "AssertionError", "evalue": "risk 0.3 > 0.2", "traceback": []}
+                ],
+            },
+        ]
+    }
     assert es.error_outputs(ok) == []
     assert es.error_outputs(failed) == ["cell 2: AssertionError: risk 0.3 > 0.2"]
     cut_short = {"cells": [{"cell_type": "code", "source": "train()", "execution_count": None, "outputs": []}]}

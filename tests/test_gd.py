@@ -45,7 +45,7 @@ def flattened_reference(loss, init, lr, steps):
 def test_named_blocks_follow_the_flattened_descent_bitwise():
     loss, init = problem()
     before = {name: t.clone() for name, t in init.items()}
-    final, history = gradient_descent(loss, init, steps=30, lr=STEPS, record=lambda t: dict(t), progress=False)
+    final, history = gradient_descent(loss, init, steps=30, lr=STEPS, record=dict, progress=False)
     reference = flattened_reference(loss, init, STEPS, 30)
     path = torch.cat([torch.as_tensor(history.records[name]).flatten(1) for name in SHAPES], dim=1)
     assert list(history.steps) == list(range(31))
@@ -61,10 +61,16 @@ def test_named_blocks_follow_the_flattened_descent_bitwise():
 def test_one_step_size_for_every_block_and_one_tensor_in_one_tensor_out():
     loss, init = problem()
     final, _ = gradient_descent(loss, init, steps=5, lr=0.1, progress=False)
-    reference = flattened_reference(loss, init, {name: 0.1 for name in SHAPES}, 5)
+    reference = flattened_reference(loss, init, dict.fromkeys(SHAPES, 0.1), 5)
     assert torch.equal(torch.cat([final[name].flatten() for name in SHAPES]), reference[-1])
-    theta, history = gradient_descent(lambda t: (t - 3.0).square().sum(), torch.zeros(2, dtype=torch.float64),
-                                      steps=4, lr=0.25, record_every=2, progress=False)
+    theta, history = gradient_descent(
+        lambda t: (t - 3.0).square().sum(),
+        torch.zeros(2, dtype=torch.float64),
+        steps=4,
+        lr=0.25,
+        record_every=2,
+        progress=False,
+    )
     assert isinstance(theta, torch.Tensor) and isinstance(history, GDHistory)
     torch.testing.assert_close(theta, torch.full((2,), 3.0 - 3.0 * 0.5**4, dtype=torch.float64))
     assert list(history.steps) == [0, 2, 4] and history.records["loss"].shape == (3,)
@@ -77,9 +83,14 @@ def test_loss_record_and_hook_receive_the_dict():
     def hook(step, theta, value):
         seen.append((step, sorted(theta), value))
 
-    final, history = gradient_descent(lambda t: t["a"].square().sum() + t["b"].sum(),
-                                      {"a": torch.ones(2), "b": torch.zeros(1)}, steps=2, lr={"a": 0.5, "b": 1.0},
-                                      hook=hook, progress=False)
+    final, history = gradient_descent(
+        lambda t: t["a"].square().sum() + t["b"].sum(),
+        {"a": torch.ones(2), "b": torch.zeros(1)},
+        steps=2,
+        lr={"a": 0.5, "b": 1.0},
+        hook=hook,
+        progress=False,
+    )
     assert [s[:2] for s in seen] == [(0, ["a", "b"]), (1, ["a", "b"])] and seen[0][2] == pytest.approx(2.0)
     assert torch.equal(final["a"], torch.zeros(2)) and torch.equal(final["b"], torch.tensor([-2.0]))
     np.testing.assert_allclose(history.records["loss"], [2.0, -1.0, -2.0])
@@ -119,8 +130,15 @@ def test_until_stops_at_the_first_record_it_accepts():
         seen.append(float(rec["loss"]))
         return rec["loss"] < 1e-4
 
-    theta, hist = gradient_descent(lambda t: (t - target).square().sum(), torch.zeros(1, dtype=torch.float64),
-                                   steps=10_000, lr=0.1, record_every=10, until=until, progress=False)
+    theta, hist = gradient_descent(
+        lambda t: (t - target).square().sum(),
+        torch.zeros(1, dtype=torch.float64),
+        steps=10_000,
+        lr=0.1,
+        record_every=10,
+        until=until,
+        progress=False,
+    )
     # the loss is 0.64^s after s steps: first below 1e-4 at s = 21, so at the record of step 30
     assert hist.steps[-1] == 30 and len(seen) == len(hist.steps) == 4
     assert hist.records["loss"][-1] < 1e-4 <= hist.records["loss"][-2]
@@ -133,11 +151,18 @@ def test_the_final_record_and_parameters_are_checked():
     """A descent whose last step overflows records no non-finite loss before it: the final record (the loss at the
     returned parameters) and the parameters themselves are checked, so it cannot return inf or NaN silently."""
     with pytest.raises(FloatingPointError, match="loss became inf at step 1"):
-        gradient_descent(lambda t: t.square().sum(), torch.tensor([1.0], dtype=torch.float64), steps=1, lr=1e200,
-                         progress=False)
+        gradient_descent(
+            lambda t: t.square().sum(), torch.tensor([1.0], dtype=torch.float64), steps=1, lr=1e200, progress=False
+        )
     with pytest.raises(FloatingPointError, match="the parameters became non-finite by step 1"):
-        gradient_descent(lambda t: t.abs().sqrt().sum() * 0, torch.zeros(1), steps=1, lr=1.0,
-                         record=lambda t: {"norm": t.norm()}, progress=False)
+        gradient_descent(
+            lambda t: t.abs().sqrt().sum() * 0,
+            torch.zeros(1),
+            steps=1,
+            lr=1.0,
+            record=lambda t: {"norm": t.norm()},
+            progress=False,
+        )
 
 
 def test_history_run_selects_one_of_the_runs_descended_together():

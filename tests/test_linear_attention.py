@@ -100,7 +100,9 @@ def test_gd_beta_step_matches_autograd(gen):
 @pytest.mark.parametrize("init", ["mean", "zero", "other"])
 def test_closed_form_gd_beta_risk_matches_monte_carlo(gen, init):
     task, n = _task(), 6
-    beta0 = {"mean": task.mean(), "zero": torch.zeros(3, dtype=torch.float64), "other": torch.tensor([0.3, 1.0, -1.0])}[init]
+    beta0 = {"mean": task.mean(), "zero": torch.zeros(3, dtype=torch.float64), "other": torch.tensor([0.3, 1.0, -1.0])}[
+        init
+    ]
     gamma = torch.tensor([[0.6, 0.1, 0.0], [-0.1, 0.9, 0.2], [0.0, 0.3, 0.7]], dtype=torch.float64)
     closed_form = exact.gd_beta_risk(task, n, beta0, gamma).item()
     p = task.sample(200_000, n, gen)
@@ -144,8 +146,12 @@ def _gd_plus_plus_by_tokens(p, lr, gamma, steps):
     for _ in range(steps):
         delta = lr * (x * y[..., None]).sum(1) / n
         s = x.transpose(1, 2) @ x
-        x, xq, y, yq = (x - gamma * x @ s, xq - gamma * (s @ xq[..., None])[..., 0],
-                        y - (x * delta[:, None, :]).sum(-1), yq - (xq * delta).sum(-1))
+        x, xq, y, yq = (
+            x - gamma * x @ s,
+            xq - gamma * (s @ xq[..., None])[..., 0],
+            y - (x * delta[:, None, :]).sum(-1),
+            yq - (xq * delta).sum(-1),
+        )
     return -yq
 
 
@@ -168,8 +174,9 @@ def test_gd_plus_plus_is_von_oswalds_recursion(gen):
         est.gd_plus_plus(p, 1.0, "0.1")
     with pytest.raises(ValueError, match="matrix"):
         est.gd_plus_plus(p, torch.ones(4), 0.1)
-    assert torch.allclose(est.gd_plus_plus(p, torch.tensor(1.0), torch.tensor(0.1), 2),
-                          est.gd_plus_plus(p, 1.0, 0.1, 2))
+    assert torch.allclose(
+        est.gd_plus_plus(p, torch.tensor(1.0), torch.tensor(0.1), 2), est.gd_plus_plus(p, 1.0, 0.1, 2)
+    )
 
 
 def test_gd_plus_plus_model_matches_the_estimator(gen):
@@ -189,8 +196,9 @@ def test_fit_lbfgs_reaches_the_least_squares_solution(gen):
     p = task.sample(4096, 6, gen)
     model = GDPlusPlus(3)
     result = fit_lbfgs(model, p)
-    features = ((p.x.double() * p.y.double()[..., None]).mean(1)[:, None, :]
-                * p.x_query.double()[:, :, None]).reshape(len(p.y_query), -1)
+    features = ((p.x.double() * p.y.double()[..., None]).mean(1)[:, None, :] * p.x_query.double()[:, :, None]).reshape(
+        len(p.y_query), -1
+    )
     solution = torch.linalg.lstsq(features, p.y_query.double()[:, None]).solution.reshape(3, 3)
     assert result.grad_max < 1e-3
     assert torch.allclose(model.step.detach().double(), solution, atol=1e-3)
@@ -218,6 +226,7 @@ def test_moment_prompt_keeps_the_predictions_of_linear_attention(gen):
 
 def test_sample_moment_prompts_draws_in_chunks(gen, monkeypatch):
     from icl_utils import config
+
     monkeypatch.setattr(config, "CHUNK_ELEMENTS", 300)  # 6 prompts of 11 tokens of 4 values per chunk
     task = _task()
     p = sample_moment_prompts(task, 20, 10, torch.Generator().manual_seed(0))

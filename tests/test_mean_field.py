@@ -24,8 +24,8 @@ from icl_utils.dynamics.mean_field import (
     static_loss,
     velocity,
 )
-from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
 from icl_utils.gd import gradient_descent
+from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
 
 D, K = 6, 3
 
@@ -97,8 +97,9 @@ def test_stacked_students_give_the_losses_of_each(sample):
     stack = init_particles(8, D, K, torch.Generator().manual_seed(1), seeds=3).double()
     gamma = torch.randn(3, K, K, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     torch.testing.assert_close(static_loss(stack, f, x, K), torch.stack([static_loss(p, f, x, K) for p in stack]))
-    torch.testing.assert_close(attention_loss(stack, gamma, f, x),
-                               torch.stack([attention_loss(p, g, f, x) for p, g in zip(stack, gamma)]))
+    torch.testing.assert_close(
+        attention_loss(stack, gamma, f, x), torch.stack([attention_loss(p, g, f, x) for p, g in zip(stack, gamma)])
+    )
 
 
 def test_icl_loss_is_the_leave_one_out_prompt_error_and_tends_to_the_population_loss(sample):
@@ -115,7 +116,9 @@ def test_icl_loss_is_the_leave_one_out_prompt_error_and_tends_to_the_population_
             context = (data.y[b, others, None] * h[b, others]).mean(0)
             manual.append((data.y[b, j] - context @ gamma @ h[b, j]) ** 2)
     torch.testing.assert_close(icl_loss(particles, gamma, data.x, data.y), torch.stack(manual).mean())
-    long = FeaturePrompts.sample(teacher, 200, 400, gen, torch.float64)  # long prompts: close to the infinite-prompt loss
+    long = FeaturePrompts.sample(
+        teacher, 200, 400, gen, torch.float64
+    )  # long prompts: close to the infinite-prompt loss
     pop = attention_loss(particles, gamma, f, x)
     assert abs(icl_loss(particles, gamma, long.x, long.y) / pop - 1) < 0.1
 
@@ -135,8 +138,8 @@ def test_critical_point_has_zero_velocity_and_negative_splitting_curvature(sampl
     j = int(evals[:, 0].argmin())
     split = saddle.clone()
     eps = 1e-3
-    split[4 * j: 4 * j + 2] += eps * evecs[j, :, 0]
-    split[4 * j + 2: 4 * j + 4] -= eps * evecs[j, :, 0]
+    split[4 * j : 4 * j + 2] += eps * evecs[j, :, 0]
+    split[4 * j + 2 : 4 * j + 4] -= eps * evecs[j, :, 0]
     change = static_loss(split, f, x, K) - static_loss(saddle, f, x, K)
     predicted = 0.5 * eps**2 * evals[j, 0] * 4 / len(saddle)  # (1/2) eps^2 u^T H u times the cluster's mass
     assert change < 0 and abs(change / predicted - 1) < 0.05
@@ -150,8 +153,9 @@ def test_descent_rotation_gives_the_steepest_mixture_slope(sample):
 
     def slope(rotation):
         s = 1e-6
-        return ((static_loss(mixture(student, teacher.particles, s, rotation), f, x, K)
-                 - static_loss(student, f, x, K)) / s).item()
+        return (
+            (static_loss(mixture(student, teacher.particles, s, rotation), f, x, K) - static_loss(student, f, x, K)) / s
+        ).item()
 
     assert slope(best) == pytest.approx(predicted, rel=1e-3) and predicted < 0
     gen = torch.Generator().manual_seed(6)
@@ -174,8 +178,15 @@ def test_gp_perturbation_moves_nearby_particles_together():
 def test_birth_death_intervenes_only_on_a_plateau_and_per_student():
     gen = torch.Generator().manual_seed(0)
     losses = {"value": None}
-    hook = BirthDeathPerturbation(lambda p: losses["value"], lambda c: torch.zeros(c, 4), gen, patience=10,
-                                  fraction=0.5, size=1e-3, perturbation=False)
+    hook = BirthDeathPerturbation(
+        lambda p: losses["value"],
+        lambda c: torch.zeros(c, 4),
+        gen,
+        patience=10,
+        fraction=0.5,
+        size=1e-3,
+        perturbation=False,
+    )
     particles = torch.ones(2, 8, 4)
     for step in range(30):  # both falling by 10% per step: no intervention
         losses["value"] = torch.tensor([0.9**step, 0.9**step])
@@ -186,13 +197,15 @@ def test_birth_death_intervenes_only_on_a_plateau_and_per_student():
         hook(step, particles, None)
     assert hook.events and {s for _, s in hook.events} == {1}
     assert bool((particles[0] == 1).all()) and (particles[1] == 0).all(1).sum() == 4  # half of student 1 reborn
-    quiet = BirthDeathPerturbation(lambda p: torch.tensor([0.04]), lambda c: torch.zeros(c, 4), gen, patience=10,
-                                   tolerance=2.0)  # below twice the first loss: converged, left alone
+    quiet = BirthDeathPerturbation(
+        lambda p: torch.tensor([0.04]), lambda c: torch.zeros(c, 4), gen, patience=10, tolerance=2.0
+    )  # below twice the first loss: converged, left alone
     for step in range(40):
         quiet(step, torch.ones(8, 4), None)
     assert quiet.events == []
-    nudged = BirthDeathPerturbation(lambda p: torch.tensor([0.04]), lambda c: torch.zeros(c, 4), gen, patience=10,
-                                    birth_death=False, size=0.5)  # the perturbation alone: every particle moves
+    nudged = BirthDeathPerturbation(
+        lambda p: torch.tensor([0.04]), lambda c: torch.zeros(c, 4), gen, patience=10, birth_death=False, size=0.5
+    )  # the perturbation alone: every particle moves
     cloud = torch.randn(8, 4, generator=gen)
     before = cloud.clone()
     for step in range(10):
@@ -203,9 +216,14 @@ def test_birth_death_intervenes_only_on_a_plateau_and_per_student():
 
 def test_gradient_descent_with_per_block_steps_and_a_hook():
     calls = []
-    theta, _ = gradient_descent(lambda t: (t["a"] ** 2 + t["b"] ** 2).sum() / 2,
-                                {"a": torch.tensor([1.0]), "b": torch.tensor([1.0])}, steps=3, lr={"a": 0.5, "b": 0.1},
-                                hook=lambda s, t, loss: calls.append(s), progress=False)
+    theta, _ = gradient_descent(
+        lambda t: (t["a"] ** 2 + t["b"] ** 2).sum() / 2,
+        {"a": torch.tensor([1.0]), "b": torch.tensor([1.0])},
+        steps=3,
+        lr={"a": 0.5, "b": 0.1},
+        hook=lambda s, t, loss: calls.append(s),
+        progress=False,
+    )
     torch.testing.assert_close(theta["a"], torch.tensor([0.5**3]))
     torch.testing.assert_close(theta["b"], torch.tensor([0.9**3]))
     assert calls == [0, 1, 2]
@@ -220,8 +238,11 @@ def test_gradient_descent_with_per_block_steps_and_a_hook():
     [
         (lambda: TeacherFeatures(dim=4, k=2, rank=3), ValueError, "rank must be at most k"),
         (lambda: sigmoid_network(torch.zeros(3, 7), torch.zeros(5, 4), 3), ValueError, "x must have last dimension"),
-        (lambda: attention_loss(torch.zeros(3, 7), torch.zeros(3, 2), torch.zeros(5, 3), torch.zeros(5, 3)),
-         ValueError, "gamma must be a square"),
+        (
+            lambda: attention_loss(torch.zeros(3, 7), torch.zeros(3, 2), torch.zeros(5, 3), torch.zeros(5, 3)),
+            ValueError,
+            "gamma must be a square",
+        ),
         (lambda: TeacherFeatures(dim=4, k=2).features(torch.zeros(3, 5)), ValueError, "last dimension dim=4"),
         (lambda: init_particles(0, 4, 2, torch.Generator()), ValueError, "width must be >= 1"),
     ],
@@ -246,8 +267,7 @@ def test_icl_optimal_gamma_minimizes_the_prompt_loss_per_student(sample):
     loss = icl_loss(particles, best, x, y)
     (grad,) = torch.autograd.grad(loss.sum(), best)
     assert grad.abs().max() < 1e-6 * (1 + best.abs().max())
-    nudged = best.detach() + 0.05 * torch.randn(2, K, K, generator=torch.Generator().manual_seed(6),
-                                                dtype=best.dtype)
+    nudged = best.detach() + 0.05 * torch.randn(2, K, K, generator=torch.Generator().manual_seed(6), dtype=best.dtype)
     assert torch.all(icl_loss(particles, nudged, x, y) > loss)
     eye = torch.eye(K, dtype=best.dtype).expand(2, K, K)
     assert torch.all(icl_loss(particles, eye, x, y) > loss)
@@ -279,7 +299,7 @@ def test_centered_readout_error_removes_the_constant(sample):
     """With a constant allowed, a task that is a constant plus noise has nothing left to explain beyond its mean:
     the centered error of a constant-plus-a-feature task is 0 (the control: without a constant it is not), and the
     centered error of noise independent of x is about 1 (Var g)."""
-    teacher, x, f = sample
+    _teacher, x, _f = sample
     particles = init_particles(32, D, K, torch.Generator().manual_seed(9)).double()
     h = sigmoid_network(particles, x, K)
     g = 5.0 + h[:, 0]

@@ -31,8 +31,9 @@ SCRIPT = textwrap.dedent(
 
 
 def peak_growth(call: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", SCRIPT.format(call=call)], cwd=ROOT, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(call=call)], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -73,8 +74,9 @@ def test_query_risk_draws_a_bounded_number_of_values_at_a_time(monkeypatch):
     sizes = []
     task = LinearRegression(dim=30, noise_std=0.5)
     original = type(task).sample
-    monkeypatch.setattr(type(task), "sample", lambda self, b, n, g, **kw: (sizes.append(b), original(self, b, n, g,
-                                                                                                       **kw))[1])
+    monkeypatch.setattr(
+        type(task), "sample", lambda self, b, n, g, **kw: (sizes.append(b), original(self, b, n, g, **kw))[1]
+    )
     monkeypatch.setattr(config, "CHUNK_ELEMENTS", 20_000)
     small = risk.query_risk(averaging, task, 9, 3000, torch.Generator().manual_seed(0))
     assert max(sizes) * 10 * 31 <= 20_000 and sum(sizes) == 3000 and len(sizes) == 47

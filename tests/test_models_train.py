@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
+from icl_utils.config import make_generator
 from icl_utils.models import LTB, GPTConfig, ICLTransformer, MLPAttention, evaluating
 from icl_utils.prompts import Prompt
 from icl_utils.risk import mean_and_band, model_errors
 from icl_utils.tasks import LinearRegression
 from icl_utils.tasks.single_index import SingleIndexTasks
-from icl_utils.config import make_generator
 from icl_utils.train import Curriculum, TrainConfig, TrainHistory, train, train_ensemble, train_parallel
 
 
@@ -139,8 +139,11 @@ def test_curriculum_schedule():
         (dict(bf16="yes"), TypeError, "bf16 must be True or False"),
         (dict(cuda_graph="auto"), TypeError, "cuda_graph must be True, False or None"),
         (dict(curriculum=(5, 20)), TypeError, "curriculum must be a Curriculum or None"),
-        (dict(curriculum=Curriculum(dims=(1, 2), n_context=(2, 6), every=1)), ValueError,
-         "curriculum ends at 6 examples, more than n_context=5"),
+        (
+            dict(curriculum=Curriculum(dims=(1, 2), n_context=(2, 6), every=1)),
+            ValueError,
+            "curriculum ends at 6 examples, more than n_context=5",
+        ),
         (dict(log_every=0), ValueError, "log_every must be >= 1"),
     ],
 )
@@ -155,14 +158,21 @@ def test_train_config_rejects_each_bad_field(change, error, match):
 def test_train_config_defaults_variants_and_schedules():
     base = TrainConfig(steps=100, batch_size=8, n_context=10)
     assert (base.lr, base.schedule, base.curriculum, base.bf16, base.cuda_graph, base.log_every) == (
-        1e-4, "constant", None, False, None, 50)
+        1e-4,
+        "constant",
+        None,
+        False,
+        None,
+        50,
+    )
     short = dataclasses.replace(base, steps=3)
     assert short.steps == 3 and base.steps == 100 and short.n_context == 10
     with pytest.raises(dataclasses.FrozenInstanceError):
         base.steps = 5
     assert TrainConfig(steps=1, batch_size=1, n_context=0).n_context == 0  # prompts of the query alone
-    assert TrainConfig(steps=8, batch_size=1, n_context=5, curriculum=Curriculum(dims=(1, 2), n_context=(2, 5),
-                                                                                 every=1)).curriculum.at(9) == (2, 5)
+    assert TrainConfig(
+        steps=8, batch_size=1, n_context=5, curriculum=Curriculum(dims=(1, 2), n_context=(2, 5), every=1)
+    ).curriculum.at(9) == (2, 5)
     cosine = dataclasses.replace(base, schedule="cosine")
     assert [base.lr_factor(t) for t in (0, 50, 99)] == [1.0, 1.0, 1.0]
     assert cosine.lr_factor(0) == pytest.approx(0.2) and cosine.lr_factor(3) == pytest.approx(0.8)  # 5-step warm-up
@@ -212,8 +222,9 @@ def test_training_with_curriculum_follows_it_and_is_seeded():
         g = torch.Generator().manual_seed(3)
         model = small_model(d=4, n_context=7)
         task = Recorder(LinearRegression(dim=4))
-        losses = train(model, task, cfg(steps=20, batch_size=8, n_context=7, curriculum=cur), generator=g,
-                       progress=False).losses
+        losses = train(
+            model, task, cfg(steps=20, batch_size=8, n_context=7, curriculum=cur), generator=g, progress=False
+        ).losses
         return losses, task
 
     (l1, task), (l2, _) = run(), run()
@@ -223,8 +234,7 @@ def test_training_with_curriculum_follows_it_and_is_seeded():
     assert torch.all(task.prompts[0].x[:, :, 2:] == 0) and not torch.all(task.prompts[-1].x[:, :, 3] == 0)
     # without a curriculum every step draws n_context examples and passes no active_dims
     plain = Recorder(LinearRegression(dim=4))
-    train(small_model(d=4, n_context=7), plain, cfg(steps=3, n_context=7), generator=torch.Generator(),
-          progress=False)
+    train(small_model(d=4, n_context=7), plain, cfg(steps=3, n_context=7), generator=torch.Generator(), progress=False)
     assert plain.sizes == [(None, 7)] * 3
 
 
@@ -241,8 +251,9 @@ def test_curriculum_needs_a_task_that_takes_active_dims(gen):
     with pytest.raises(ValueError, match="active_dims"):
         train_ensemble([LTB(4), LTB(4)], [LinearRegression(dim=4), task], config, generator=gen, progress=False)
     assert train(model, LinearRegression(dim=4), config, generator=gen, progress=False).losses.shape == (2,)
-    assert train(model, task, dataclasses.replace(config, curriculum=None), generator=gen,
-                 progress=False).losses.shape == (2,)
+    assert train(
+        model, task, dataclasses.replace(config, curriculum=None), generator=gen, progress=False
+    ).losses.shape == (2,)
 
 
 def test_training_stops_on_a_non_finite_loss(gen):
@@ -255,8 +266,9 @@ def test_training_stops_on_a_non_finite_loss(gen):
     with torch.no_grad():
         model.read_out.bias.fill_(3e38)
     with pytest.raises(FloatingPointError, match=r"became \[[0-9.]+, inf\] at step 0;"):  # one loss per model
-        train_ensemble([good, model], LinearRegression(dim=2), cfg(steps=3, batch_size=4), generator=gen,
-                       progress=False)
+        train_ensemble(
+            [good, model], LinearRegression(dim=2), cfg(steps=3, batch_size=4), generator=gen, progress=False
+        )
 
 
 class _NaNGradient(torch.nn.Module):
@@ -287,7 +299,7 @@ def test_non_finite_parameters_are_reported_before_training(gen):
     model = small_model(d=2, n_context=5)
     with torch.no_grad():
         model.read_out.bias.fill_(float("nan"))
-    with pytest.raises(ValueError, match="model 0's parameters are not finite before training: read_out.bias"):
+    with pytest.raises(ValueError, match=r"model 0's parameters are not finite before training: read_out.bias"):
         train(model, LinearRegression(dim=2), cfg(steps=3, batch_size=4), generator=gen, progress=False)
 
 
@@ -341,8 +353,10 @@ def test_ensemble_training_equals_separate_runs(gen, make):
 def test_ensemble_with_one_task_per_model_equals_separate_runs(gen):
     """Given a list of tasks, model s trains on task s: the same losses as training it alone on that task's
     prompts."""
-    tasks = [Recorder(LinearRegression(dim=3, noise_std=0.1)),
-             Recorder(LinearRegression(dim=3, noise_std=1.0, prior_mean=torch.full((3,), 2.0)))]
+    tasks = [
+        Recorder(LinearRegression(dim=3, noise_std=0.1)),
+        Recorder(LinearRegression(dim=3, noise_std=1.0, prior_mean=torch.full((3,), 2.0))),
+    ]
     models = [LTB(3) for _ in tasks]
     copies = [copy.deepcopy(m) for m in models]
     config = cfg(steps=20, batch_size=16, n_context=5, lr=3e-3)
@@ -361,8 +375,13 @@ def test_ensemble_with_one_task_per_model_equals_separate_runs(gen):
 def test_bf16_is_ignored_on_the_cpu():
     def run(bf16):
         models = [small_model(d=3, n_context=5) for _ in range(2)]
-        return train_ensemble(models, LinearRegression(dim=3), cfg(steps=5, batch_size=8, lr=1e-3, bf16=bf16),
-                              generator=torch.Generator().manual_seed(4), progress=False).losses
+        return train_ensemble(
+            models,
+            LinearRegression(dim=3),
+            cfg(steps=5, batch_size=8, lr=1e-3, bf16=bf16),
+            generator=torch.Generator().manual_seed(4),
+            progress=False,
+        ).losses
 
     assert np.array_equal(run(True), run(False))
     with pytest.raises(TypeError, match="bf16 must be True or False"):
@@ -380,8 +399,9 @@ def test_bf16_training_follows_float32_on_cuda(ensemble):
         config = cfg(steps=300, batch_size=64, n_context=7, lr=3e-3, schedule="cosine", bf16=bf16)
         kw = dict(generator=torch.Generator("cuda").manual_seed(5), progress=False)
         if ensemble:
-            return train_ensemble([small_model(d=2).cuda() for _ in range(3)], LinearRegression(dim=2), config,
-                                  **kw).losses
+            return train_ensemble(
+                [small_model(d=2).cuda() for _ in range(3)], LinearRegression(dim=2), config, **kw
+            ).losses
         return train(small_model(d=2).cuda(), LinearRegression(dim=2), config, **kw).losses[:, None]
 
     fp32, bf16 = run(False), run(True)
@@ -394,8 +414,13 @@ def test_ensemble_training_is_bitwise_reproducible_on_cpu():
     def run():
         torch.manual_seed(0)
         models = [small_model(d=3, n_context=5) for _ in range(2)]
-        hist = train_ensemble(models, LinearRegression(dim=3, noise_std=0.2), cfg(steps=15, batch_size=8, lr=1e-3),
-                              generator=torch.Generator().manual_seed(4), progress=False)
+        hist = train_ensemble(
+            models,
+            LinearRegression(dim=3, noise_std=0.2),
+            cfg(steps=15, batch_size=8, lr=1e-3),
+            generator=torch.Generator().manual_seed(4),
+            progress=False,
+        )
         return hist.losses, torch.cat([p.flatten() for m in models for p in m.parameters()])
 
     (l1, p1), (l2, p2) = run(), run()
@@ -405,8 +430,9 @@ def test_ensemble_training_is_bitwise_reproducible_on_cpu():
 def test_ensemble_rejects_mixed_architectures(gen):
     task = LinearRegression(dim=3)
     with pytest.raises(ValueError, match="architecture"):
-        train_ensemble([small_model(d=3, n_context=5), small_model(d=3, n_context=5, mlp=False)], task, cfg(),
-                       generator=gen)
+        train_ensemble(
+            [small_model(d=3, n_context=5), small_model(d=3, n_context=5, mlp=False)], task, cfg(), generator=gen
+        )
     with pytest.raises(TypeError, match="models"):
         train_ensemble([], task, cfg(), generator=gen)
 
@@ -436,8 +462,7 @@ def test_cuda_graph_step_matches_the_plain_step(family, ensemble):
         g = torch.Generator(device="cuda").manual_seed(5)
         torch.manual_seed(0)
         cur = Curriculum(dims=(2, 4), n_context=(3, 7), every=10)
-        config = cfg(steps=40, batch_size=32, n_context=7, lr=1e-3, schedule="cosine", curriculum=cur,
-                     cuda_graph=graph)
+        config = cfg(steps=40, batch_size=32, n_context=7, lr=1e-3, schedule="cosine", curriculum=cur, cuda_graph=graph)
         if ensemble:
             models = [make().cuda() for _ in range(3)]
             return train_ensemble(models, LinearRegression(dim=4), config, generator=g, progress=False).losses
@@ -451,7 +476,7 @@ def test_models_reject_prompts_of_another_dtype(gen):
     p = LinearRegression(dim=3).sample(4, 5, gen)
     p64 = Prompt(p.x.double(), p.y.double(), p.x_query.double(), p.y_query.double())
     for model in (small_model(d=3, n_context=7), LTB(3)):
-        with pytest.raises(ValueError, match="float64.*parameters are torch.float32"):
+        with pytest.raises(ValueError, match=r"float64.*parameters are torch.float32"):
             model(p64)
         model(p)
 
@@ -462,17 +487,15 @@ def test_evaluating_restores_the_mode_even_when_the_block_raises(training):
     with evaluating(model) as inside:
         assert inside is model and not model.training
     assert model.training is training
-    with pytest.raises(RuntimeError, match="inside"):
-        with evaluating(model):
-            assert not model.training
-            raise RuntimeError("inside")
+    with pytest.raises(RuntimeError, match="inside"), evaluating(model):
+        assert not model.training
+        raise RuntimeError("inside")
     assert model.training is training
     # and every submodule's flag too (a GPT's dropout layers)
     gpt = small_model(d=2, n_context=3, dropout=0.1).train(training)
-    with pytest.raises(KeyError):
-        with evaluating(gpt):
-            assert not any(m.training for m in gpt.modules())
-            raise KeyError("inside")
+    with pytest.raises(KeyError), evaluating(gpt):
+        assert not any(m.training for m in gpt.modules())
+        raise KeyError("inside")
     assert all(m.training is training for m in gpt.modules())
 
 
@@ -506,8 +529,10 @@ def test_parallel_training_equals_one_run_after_another_bitwise():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        ha = [train(m, t, config, generator=make_generator(s, "cpu"), progress=False)
-              for m, t, s in zip(alone, tasks, [5, 6, 7])]
+        ha = [
+            train(m, t, config, generator=make_generator(s, "cpu"), progress=False)
+            for m, t, s in zip(alone, tasks, [5, 6, 7])
+        ]
     finally:
         torch.set_num_threads(threads)
     assert torch.get_num_threads() == threads  # the runs here restore the thread count
@@ -542,8 +567,12 @@ def test_parallel_training_reports_a_failed_run():
     ],
 )
 def test_parallel_training_rejects_bad_arguments(kwargs, error, match):
-    args = dict(models=_small_gpts(2), task=LinearRegression(dim=3),
-                config=TrainConfig(steps=2, batch_size=4, n_context=4)) | kwargs
+    args = (
+        dict(
+            models=_small_gpts(2), task=LinearRegression(dim=3), config=TrainConfig(steps=2, batch_size=4, n_context=4)
+        )
+        | kwargs
+    )
     with pytest.raises(error, match=match):
         train_parallel(args.pop("models"), args.pop("task"), args.pop("config"), progress=False, **args)
 
@@ -556,12 +585,15 @@ def test_parallel_training_of_gpu_models_is_one_ensemble_per_architecture():
     config = TrainConfig(steps=5, batch_size=4, n_context=4, lr=1e-2)
     task = LinearRegression(dim=3)
     torch.manual_seed(0)
-    models = [ICLTransformer(GPTConfig(n_dims=3, n_context=4, n_embd=16, n_layer=1, n_head=2, mlp=mlp))
-              for mlp in (True, False, True)]
+    models = [
+        ICLTransformer(GPTConfig(n_dims=3, n_context=4, n_embd=16, n_layer=1, n_head=2, mlp=mlp))
+        for mlp in (True, False, True)
+    ]
     twins = copy.deepcopy(models)
     hist = _train_groups(models, [task] * 3, config, [7, 8, 9], progress=False, desc="t")
-    with_mlp = train_ensemble([twins[0], twins[2]], [task, task], config, generator=make_generator(7, "cpu"),
-                              progress=False)
+    with_mlp = train_ensemble(
+        [twins[0], twins[2]], [task, task], config, generator=make_generator(7, "cpu"), progress=False
+    )
     without = train_ensemble([twins[1]], [task], config, generator=make_generator(8, "cpu"), progress=False)
     for a, b in zip(models, twins):
         assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
@@ -574,8 +606,9 @@ def test_a_gpt_whose_query_does_not_see_itself_reads_only_the_context_in_attenti
     query vectors zeroed (uniform attention), changing the query's own token leaves that row unchanged, while a
     query that sees itself moves with it; the context's rows are causal either way."""
     torch.manual_seed(0)
-    cfg = GPTConfig(n_dims=3, n_context=4, n_embd=16, n_layer=1, n_head=2, mlp=False, tokens="paired",
-                    query_sees_itself=False)
+    cfg = GPTConfig(
+        n_dims=3, n_context=4, n_embd=16, n_layer=1, n_head=2, mlp=False, tokens="paired", query_sees_itself=False
+    )
     masked = ICLTransformer(cfg).blocks[0].attn
     seeing = ICLTransformer(dataclasses.replace(cfg, query_sees_itself=True)).blocks[0].attn
     seeing.load_state_dict(masked.state_dict())

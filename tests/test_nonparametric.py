@@ -184,7 +184,7 @@ def test_true_basis_attention_reaches_the_minimax_slope():
     ns = [2**k for k in (8, 10, 12, 14)]
     mom = AttentionMoments.of(task.features, task)
     excess = [mom.risk(n, mom.gamma(n)).item() - task.noise_var for n in ns]
-    local = [-fit_slope(ns[i:i + 2], excess[i:i + 2]) for i in range(3)]
+    local = [-fit_slope(ns[i : i + 2], excess[i : i + 2]) for i in range(3)]
     assert local[0] < local[1] < local[2] < 2 / 3 < local[2] + 0.05
 
 
@@ -209,7 +209,7 @@ def test_prompt_pool_draws_only_its_prompts_and_checks_its_arguments(gen):
     assert len(pool) == 5
     with pytest.raises(ValueError, match="n=7 examples, asked for n=8"):
         pool.sample(4, 8, gen)
-    with pytest.raises(TypeError, match="prompts must be an icl_utils.Prompt"):
+    with pytest.raises(TypeError, match=r"prompts must be an icl_utils.Prompt"):
         PromptPool(task)
     if torch.cuda.is_available():  # "cuda" and "cuda:0" are one device (the pool once refused a plain "cuda")
         cuda_pool = PromptPool(task.sample(5, 7, torch.Generator("cuda").manual_seed(0)))
@@ -245,8 +245,9 @@ def test_discrete_posterior_mean_matches_a_direct_computation(chunk_elements, ge
     p = task.feature_prompt(task.sample(3, 5, gen, weights=pool[[0, 2, 3]].float()))
     got = discrete_posterior_mean(p, pool, task.noise_var)
     for b in range(3):
-        log_lik = torch.stack([-(p.y[b].double() - p.x[b].double() @ w).square().sum() / (2 * task.noise_var)
-                               for w in pool])
+        log_lik = torch.stack(
+            [-(p.y[b].double() - p.x[b].double() @ w).square().sum() / (2 * task.noise_var) for w in pool]
+        )
         want = (torch.softmax(log_lik, 0) * (pool @ p.x_query[b].double())).sum()
         assert abs(got[b].item() - want.item()) < 1e-5
     one = discrete_posterior_mean(p, pool[:1], task.noise_var)  # a pool of one task: that task's prediction
@@ -274,8 +275,9 @@ def test_noiseless_view_labels_the_query_by_f_and_keeps_the_context_noisy(basis)
     task = NonparametricTasks(dim=2, smoothness=1.0, basis=basis, n_basis=12, noise_std=0.5)
     quiet_task = task.noiseless()
     assert quiet_task.noiseless_query and not task.noiseless_query  # a copy; the task itself is unchanged
-    assert quiet_task == NonparametricTasks(dim=2, smoothness=1.0, basis=basis, n_basis=12, noise_std=0.5,
-                                            noiseless_query=True)
+    assert quiet_task == NonparametricTasks(
+        dim=2, smoothness=1.0, basis=basis, n_basis=12, noise_std=0.5, noiseless_query=True
+    )
     weights = torch.randn(256, 12, generator=torch.Generator().manual_seed(0)) * task.prior_var().sqrt().float()
     noisy = task.sample(256, 9, torch.Generator().manual_seed(1), weights=weights)
     quiet = quiet_task.sample(256, 9, torch.Generator().manual_seed(1), weights=weights)
@@ -323,8 +325,13 @@ def test_bspline_features_are_the_dyadic_tensor_products(dim, order):
     def norm(a, b):
         return math.prod(cardinal_bspline(2**a * grid - b_k, order).square().mean().sqrt().item() for b_k in b)
 
-    expected = torch.stack([math.prod(cardinal_bspline(2**a * x[..., k] - b_k, order)
-                                      for k, b_k in enumerate(b)) / norm(a, b) for a, b in shifts[:50]], dim=-1)
+    expected = torch.stack(
+        [
+            math.prod(cardinal_bspline(2**a * x[..., k] - b_k, order) for k, b_k in enumerate(b)) / norm(a, b)
+            for a, b in shifts[:50]
+        ],
+        dim=-1,
+    )
     torch.testing.assert_close(task.features(x), expected, rtol=1e-6, atol=1e-9)
     assert expected[..., -1].abs().max() > 0  # the last column is not trivially zero
 
@@ -401,8 +408,9 @@ def test_exact_oracle_excess_matches_the_posterior_mean_on_sampled_prompts(basis
     noiseless queries; the exact version's spread over designs is far smaller than Monte Carlo's over prompts."""
     from icl_utils.exact import basis_bayes_excess
 
-    task = NonparametricTasks(dim=dim, smoothness=1.0, basis=basis, n_basis=24, noise_std=0.5, order=1,
-                              orthonormal=dim > 1)
+    task = NonparametricTasks(
+        dim=dim, smoothness=1.0, basis=basis, n_basis=24, noise_std=0.5, order=1, orthonormal=dim > 1
+    )
     exact, se = basis_bayes_excess(task, 32, 256, gen)
     mc, mc_se = query_risk(task.posterior_mean, task.noiseless(), 32, 4096, gen)
     assert abs(exact - mc) < 4 * mc_se + 4 * se

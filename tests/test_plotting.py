@@ -6,23 +6,29 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
 
-from icl_utils import plotting  # noqa: E402
+from icl_utils import plotting
 
 RESULTS = Path(__file__).parents[1] / "benchmarks" / "results"
 
 
 def speed_file(device, rows, ensembles):
-    return {"device": device, "config": "small", "rows": [{"name": n, "prompts_per_s": v} for n, v in rows],
-            "ensembles": [{"name": n, "models": 8, "time_ratio": r} for n, r in ensembles]}
+    return {
+        "device": device,
+        "config": "small",
+        "rows": [{"name": n, "prompts_per_s": v} for n, v in rows],
+        "ensembles": [{"name": n, "models": 8, "time_ratio": r} for n, r in ensembles],
+    }
 
 
 def test_training_speed_draws_one_bar_per_loop_and_case_per_file():
-    files = [speed_file("CPU", [("reference", 150.0), ("package", 400.0)], [("LTB", 2.5)]),
-             speed_file("GPU", [("reference", 1e3), ("package", 2e4), ("package, fast", 5e4)], [("LTB", 1.5), ("GPT", 3.0)])]
+    files = [
+        speed_file("CPU", [("reference", 150.0), ("package", 400.0)], [("LTB", 2.5)]),
+        speed_file("GPU", [("reference", 1e3), ("package", 2e4), ("package, fast", 5e4)], [("LTB", 1.5), ("GPT", 3.0)]),
+    ]
     fig = plotting.plot_training_speed(files)
     left, right = fig.axes
     heights = [p.get_height() for p in left.patches]

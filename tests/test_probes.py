@@ -9,19 +9,18 @@ risks and settings. ``test_the_suite_is_large`` keeps the count honest; test_val
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
 
-from icl_utils import config, risk
+from icl_utils import config, exact, risk
 from icl_utils import estimators as est
+from icl_utils.dynamics import gd_beta
+from icl_utils.dynamics import mean_field as mf
+from icl_utils.dynamics import softmax_attention as sa
 from icl_utils.estimators import kernel_ridge_fit, two_layer_network_fit
-from icl_utils import exact
-from icl_utils.dynamics import gd_beta, mean_field as mf, softmax_attention as sa
 from icl_utils.gd import gradient_descent
-from icl_utils.models import GDBeta, GDPlusPlus, GPTConfig, ICLTransformer, LTB, FeatureAttention, MLPAttention
+from icl_utils.models import LTB, FeatureAttention, GDBeta, GDPlusPlus, GPTConfig, ICLTransformer, MLPAttention
 from icl_utils.models.feature_attention import fit_attention_ridge, one_step_feature_update, stage_one_gradients
 from icl_utils.models.linear_attention import attention_mask, gd_beta_from_ltb, ltb_from_gd_beta, token_matrix
 from icl_utils.prompts import Prompt, squared_errors, swap_contexts
@@ -86,21 +85,39 @@ ESTIMATORS = {
 for name, f in ESTIMATORS.items():
     case(f"{name}: a tensor for a prompt", "prompt must be an icl_utils.Prompt", lambda f=f: f(torch.zeros(3, 4, 2)))
     for field, value in (("x", NAN), ("y", INF), ("x_query", -INF), ("y", NAN)):
-        case(f"{name}: {value} in prompt.{field}", f"prompt.{field} holds", lambda f=f, fv=(field, value): f(spoiled(*fv)))
+        case(
+            f"{name}: {value} in prompt.{field}",
+            f"prompt.{field} holds",
+            lambda f=f, fv=(field, value): f(spoiled(*fv)),
+        )
 case("token_matrix: a tensor for a prompt", "prompt must be an icl_utils.Prompt", lambda: token_matrix(torch.zeros(3)))
-for name, model in {"GPT": gpt(), "LTB": LTB(2), "GDBeta": GDBeta(2), "GD++": GDPlusPlus(2),
-                    "FeatureAttention": FeatureAttention(2, 4, generator=gen())}.items():
+for name, model in {
+    "GPT": gpt(),
+    "LTB": LTB(2),
+    "GDBeta": GDBeta(2),
+    "GD++": GDPlusPlus(2),
+    "FeatureAttention": FeatureAttention(2, 4, generator=gen()),
+}.items():
     case(f"{name}.predict: NaN in prompt.x", "prompt.x holds", lambda m=model: m.predict(spoiled("x")))
     case(f"{name}.predict: a tensor", "prompt must be an icl_utils.Prompt", lambda m=model: m.predict(torch.zeros(3)))
-    case(f"{name}.predict: float64 prompt", "parameters are torch.float32",
-         lambda m=model: m.predict(prompt(dtype=torch.float64)))
+    case(
+        f"{name}.predict: float64 prompt",
+        "parameters are torch.float32",
+        lambda m=model: m.predict(prompt(dtype=torch.float64)),
+    )
 case("model_errors: inf in y", "prompt.y holds", lambda: risk.model_errors(LTB(2), spoiled("y", INF)))
-case("prefix_errors: NaN in x_query", "prompt.x_query holds", lambda: risk.prefix_errors(est.averaging,
-                                                                                          spoiled("x_query")))
+case(
+    "prefix_errors: NaN in x_query",
+    "prompt.x_query holds",
+    lambda: risk.prefix_errors(est.averaging, spoiled("x_query")),
+)
 case("PromptPool of NaN prompts", "prompts.x holds", lambda: PromptPool(spoiled("x")))
 case("Prompt fields not tensors", "x must be a torch.Tensor", lambda: Prompt([[[0.0]]], [[0.0]], [[0.0]], [0.0]))
-case("Prompt from numpy", "x must be a torch.Tensor", lambda: Prompt(np.zeros((1, 2, 1)), torch.zeros(1, 2),
-                                                                      torch.zeros(1, 1), torch.zeros(1)))
+case(
+    "Prompt from numpy",
+    "x must be a torch.Tensor",
+    lambda: Prompt(np.zeros((1, 2, 1)), torch.zeros(1, 2), torch.zeros(1, 1), torch.zeros(1)),
+)
 case("prefix beyond n", "k must be an int in", lambda: prompt().prefix(5))
 case("prefix of a float", "k must be an int in", lambda: prompt().prefix(1.0))
 case("squared_errors of a list", "predictions must be a torch.Tensor", lambda: squared_errors([0.0] * 3, prompt()))
@@ -121,23 +138,43 @@ case("kernel_ridge bandwidth empty", "bandwidth must be", lambda: est.kernel_rid
 case("two_layer_network width 0", "width must be >= 1", lambda: est.two_layer_network(prompt(), width=0))
 case("two_layer_network seed -1", "seed must be >= 0", lambda: est.two_layer_network(prompt(), seed=-1))
 case("two_layer_network lr 0", "lr must be > 0", lambda: est.two_layer_network(prompt(), lr=0.0))
-case("bayes prior_mean wrong length", r"prior_mean must have shape \(2,\)",
-     lambda: est.bayes_linear_regression(prompt(), torch.zeros(3), torch.eye(2), 0.1))
-case("bayes prior_cov not PSD", "prior_cov must be positive semi-definite",
-     lambda: est.bayes_linear_regression(prompt(), torch.zeros(2), -torch.eye(2), 0.1))
-case("bayes prior_cov NaN", "prior_cov must be finite",
-     lambda: est.bayes_linear_regression(prompt(), torch.zeros(2), torch.full((2, 2), NAN), 0.1))
-case("bayes noise_var inf", "noise_var must be", lambda: est.bayes_linear_regression(prompt(), torch.zeros(2),
-                                                                                      torch.eye(2), INF))
-case("dmmse pool of wrong width", r"pool must be a tensor of shape \(M, 2\)",
-     lambda: est.discrete_posterior_mean(prompt(), torch.zeros(4, 3), 0.1))
+case(
+    "bayes prior_mean wrong length",
+    r"prior_mean must have shape \(2,\)",
+    lambda: est.bayes_linear_regression(prompt(), torch.zeros(3), torch.eye(2), 0.1),
+)
+case(
+    "bayes prior_cov not PSD",
+    "prior_cov must be positive semi-definite",
+    lambda: est.bayes_linear_regression(prompt(), torch.zeros(2), -torch.eye(2), 0.1),
+)
+case(
+    "bayes prior_cov NaN",
+    "prior_cov must be finite",
+    lambda: est.bayes_linear_regression(prompt(), torch.zeros(2), torch.full((2, 2), NAN), 0.1),
+)
+case(
+    "bayes noise_var inf",
+    "noise_var must be",
+    lambda: est.bayes_linear_regression(prompt(), torch.zeros(2), torch.eye(2), INF),
+)
+case(
+    "dmmse pool of wrong width",
+    r"pool must be a tensor of shape \(M, 2\)",
+    lambda: est.discrete_posterior_mean(prompt(), torch.zeros(4, 3), 0.1),
+)
 case("dmmse pool a list", "pool must be a tensor", lambda: est.discrete_posterior_mean(prompt(), [[0.0, 0.0]], 0.1))
-case("dmmse pool NaN", "pool must be finite", lambda: est.discrete_posterior_mean(prompt(), torch.full((4, 2), NAN),
-                                                                                   0.1))
-case("dmmse residuals overflow", "overflow float64", lambda: est.discrete_posterior_mean(
-    prompt(), torch.full((2, 2), 1e200, dtype=torch.float64), 0.1))
-case("dmmse noise_var 0", "noise_var must be > 0", lambda: est.discrete_posterior_mean(prompt(), torch.zeros(4, 2),
-                                                                                        0.0))
+case(
+    "dmmse pool NaN", "pool must be finite", lambda: est.discrete_posterior_mean(prompt(), torch.full((4, 2), NAN), 0.1)
+)
+case(
+    "dmmse residuals overflow",
+    "overflow float64",
+    lambda: est.discrete_posterior_mean(prompt(), torch.full((2, 2), 1e200, dtype=torch.float64), 0.1),
+)
+case(
+    "dmmse noise_var 0", "noise_var must be > 0", lambda: est.discrete_posterior_mean(prompt(), torch.zeros(4, 2), 0.0)
+)
 
 # --- every task family's sampler: sizes and generators ---------------------------------------------------------
 FAMILIES = {
@@ -159,107 +196,217 @@ BAD_SIZES = [
 for name, family in FAMILIES.items():
     for label, pattern, (batch, n) in BAD_SIZES:
         case(f"{name}.sample {label}", pattern, lambda f=family, b=batch, n=n: f.sample(b, n, gen()))
-    case(f"{name}.sample without a generator", "generator must be a torch.Generator",
-         lambda f=family: f.sample(2, 4, None))
-    case(f"{name}.sample with a seed for a generator", "generator must be a torch.Generator",
-         lambda f=family: f.sample(2, 4, 0))
-case("DiscreteFeatures.sample_with_labels batch 0", "batch must be >= 1",
-     lambda: FAMILIES["DiscreteFeatures"].sample_with_labels(0, 3, gen()))
+    case(
+        f"{name}.sample without a generator",
+        "generator must be a torch.Generator",
+        lambda f=family: f.sample(2, 4, None),
+    )
+    case(
+        f"{name}.sample with a seed for a generator",
+        "generator must be a torch.Generator",
+        lambda f=family: f.sample(2, 4, 0),
+    )
+case(
+    "DiscreteFeatures.sample_with_labels batch 0",
+    "batch must be >= 1",
+    lambda: FAMILIES["DiscreteFeatures"].sample_with_labels(0, 3, gen()),
+)
 case("LinearRegression.sample active_dims 3 > dim", "active_dims must be <= dim", lambda: LR.sample(2, 3, gen(), 3))
-case("LinearRegression.sample weights of wrong shape", r"weights must be a tensor of shape \(2, 2\)",
-     lambda: LR.sample(2, 3, gen(), weights=torch.zeros(2, 3)))
-case("LinearRegression.sample NaN weights", "weights must be finite",
-     lambda: LR.sample(2, 3, gen(), weights=torch.full((2, 2), NAN)))
-case("LinearRegression.sample_weights no generator", "generator must be a torch.Generator",
-     lambda: LR.sample_weights(2, None))
-case("NonparametricTasks.coefficients batch 0", "batch must be >= 1",
-     lambda: FAMILIES["NonparametricTasks"].coefficients(0, gen()))
-case("NonparametricTasks.sample weights wrong shape", "weights must be a tensor of shape",
-     lambda: FAMILIES["NonparametricTasks"].sample(2, 3, gen(), weights=torch.zeros(2, 7)))
-case("SingleIndexTasks.sample_directions no generator", "generator must be a torch.Generator",
-     lambda: FAMILIES["SingleIndexTasks"].sample_directions(2, None))
-case("SingleIndexTasks.sample_links batch 0", "batch must be >= 1",
-     lambda: FAMILIES["SingleIndexTasks"].sample_links(0, gen()))
+case(
+    "LinearRegression.sample weights of wrong shape",
+    r"weights must be a tensor of shape \(2, 2\)",
+    lambda: LR.sample(2, 3, gen(), weights=torch.zeros(2, 3)),
+)
+case(
+    "LinearRegression.sample NaN weights",
+    "weights must be finite",
+    lambda: LR.sample(2, 3, gen(), weights=torch.full((2, 2), NAN)),
+)
+case(
+    "LinearRegression.sample_weights no generator",
+    "generator must be a torch.Generator",
+    lambda: LR.sample_weights(2, None),
+)
+case(
+    "NonparametricTasks.coefficients batch 0",
+    "batch must be >= 1",
+    lambda: FAMILIES["NonparametricTasks"].coefficients(0, gen()),
+)
+case(
+    "NonparametricTasks.sample weights wrong shape",
+    "weights must be a tensor of shape",
+    lambda: FAMILIES["NonparametricTasks"].sample(2, 3, gen(), weights=torch.zeros(2, 7)),
+)
+case(
+    "SingleIndexTasks.sample_directions no generator",
+    "generator must be a torch.Generator",
+    lambda: FAMILIES["SingleIndexTasks"].sample_directions(2, None),
+)
+case(
+    "SingleIndexTasks.sample_links batch 0",
+    "batch must be >= 1",
+    lambda: FAMILIES["SingleIndexTasks"].sample_links(0, gen()),
+)
 case("TeacherFeatures.inputs count 0", "count must be >= 1", lambda: FAMILIES["TeacherFeatures"].inputs(0, gen()))
 case("PromptPool.sample other n", "asked for n=3", lambda: FAMILIES["PromptPool"].sample(2, 3, gen()))
-case("a sample too large for memory", r"batch \* \(n \+ 1\) \* dim", lambda: LinearRegression(dim=1000).sample(
-    10**6, 10**4, gen()))
+case(
+    "a sample too large for memory",
+    r"batch \* \(n \+ 1\) \* dim",
+    lambda: LinearRegression(dim=1000).sample(10**6, 10**4, gen()),
+)
 
 # --- task families' construction -------------------------------------------------------------------------------
 case("LinearRegression dim 0", "dim must be >= 1", lambda: LinearRegression(dim=0))
 case("LinearRegression dim 2.0", "dim must be an int", lambda: LinearRegression(dim=2.0))
 case("LinearRegression noise_std -1", "noise_std must be >= 0", lambda: LinearRegression(dim=2, noise_std=-1.0))
 case("LinearRegression noise_std NaN", "noise_std must be", lambda: LinearRegression(dim=2, noise_std=NAN))
-case("LinearRegression prior_mean NaN", "prior_mean must be finite",
-     lambda: LinearRegression(dim=2, prior_mean=torch.tensor([NAN, 0.0])))
-case("LinearRegression prior_cov wrong shape", r"prior_cov must have shape \(2, 2\)",
-     lambda: LinearRegression(dim=2, prior_cov=torch.eye(3)))
+case(
+    "LinearRegression prior_mean NaN",
+    "prior_mean must be finite",
+    lambda: LinearRegression(dim=2, prior_mean=torch.tensor([NAN, 0.0])),
+)
+case(
+    "LinearRegression prior_cov wrong shape",
+    r"prior_cov must have shape \(2, 2\)",
+    lambda: LinearRegression(dim=2, prior_cov=torch.eye(3)),
+)
 case("LinearRegression x_cov a string", "x_cov must be", lambda: LinearRegression(dim=2, x_cov="identity"))
 case("NonparametricTasks dim 0", "dim must be >= 1", lambda: NonparametricTasks(dim=0, smoothness=1.0))
 case("NonparametricTasks smoothness 0", "smoothness must be > 0", lambda: NonparametricTasks(dim=1, smoothness=0.0))
-case("NonparametricTasks basis 'wavelet'", "basis must be one of", lambda: NonparametricTasks(
-    dim=1, smoothness=1.0, basis="wavelet"))
-case("NonparametricTasks n_basis 0", "n_basis must be >= 1", lambda: NonparametricTasks(dim=1, smoothness=1.0,
-                                                                                      n_basis=0))
-case("NonparametricTasks order -1", "order must be >= 0", lambda: NonparametricTasks(dim=1, smoothness=1.0,
-                                                                                   basis="bspline", order=-1))
-case("NonparametricTasks noiseless_query 'yes'", "noiseless_query must be True or False",
-     lambda: NonparametricTasks(dim=1, smoothness=1.0, noiseless_query="yes"))
-case("NonparametricTasks too many basis functions", "n_basis", lambda: NonparametricTasks(
-    dim=2, smoothness=1.0, n_basis=10**9))
-case("NonparametricTasks.features wrong width", "x must be a tensor with last dimension dim=1",
-     lambda: FAMILIES["NonparametricTasks"].features(torch.zeros(3, 2)))
+case(
+    "NonparametricTasks basis 'wavelet'",
+    "basis must be one of",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0, basis="wavelet"),
+)
+case(
+    "NonparametricTasks n_basis 0", "n_basis must be >= 1", lambda: NonparametricTasks(dim=1, smoothness=1.0, n_basis=0)
+)
+case(
+    "NonparametricTasks order -1",
+    "order must be >= 0",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0, basis="bspline", order=-1),
+)
+case(
+    "NonparametricTasks noiseless_query 'yes'",
+    "noiseless_query must be True or False",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0, noiseless_query="yes"),
+)
+case(
+    "NonparametricTasks too many basis functions",
+    "n_basis",
+    lambda: NonparametricTasks(dim=2, smoothness=1.0, n_basis=10**9),
+)
+case(
+    "NonparametricTasks.features wrong width",
+    "x must be a tensor with last dimension dim=1",
+    lambda: FAMILIES["NonparametricTasks"].features(torch.zeros(3, 2)),
+)
 case("SingleIndexTasks subspace_dim 0", "subspace_dim must be >= 1", lambda: SingleIndexTasks(dim=3, subspace_dim=0))
-case("SingleIndexTasks max < min degree", "max_degree must be >= min_degree", lambda: SingleIndexTasks(
-    dim=3, subspace_dim=1, min_degree=3, max_degree=2))
-case("SingleIndexTasks lead_mean NaN", "lead_mean must be", lambda: SingleIndexTasks(dim=3, subspace_dim=1,
-                                                                                   lead_mean=NAN))
-case("SingleIndexTasks subspace_seed -1", "subspace_seed must be >= 0", lambda: SingleIndexTasks(
-    dim=3, subspace_dim=1, subspace_seed=-1))
-case("SingleIndexTasks.link coeffs of wrong width", "coeffs must", lambda: FAMILIES["SingleIndexTasks"].link(
-    torch.zeros(2, 3), torch.zeros(2, 5)))
-case("DiscreteFeatures more features than dim", "at most dim=2", lambda: DiscreteFeatures(
-    dim=2, probs=torch.full((3,), 1 / 3)))
-case("DiscreteFeatures negative probability", "probs must be positive", lambda: DiscreteFeatures(
-    dim=3, probs=torch.tensor([1.5, -0.5])))
-case("DiscreteFeatures probs a matrix", "probs must be a non-empty vector", lambda: DiscreteFeatures(
-    dim=3, probs=torch.full((2, 2), 0.25)))
-case("DiscreteFeatures seed 1.5", "seed must be an int", lambda: DiscreteFeatures(dim=3, probs=torch.tensor([1.0]),
-                                                                                seed=1.5))
+case(
+    "SingleIndexTasks max < min degree",
+    "max_degree must be >= min_degree",
+    lambda: SingleIndexTasks(dim=3, subspace_dim=1, min_degree=3, max_degree=2),
+)
+case(
+    "SingleIndexTasks lead_mean NaN",
+    "lead_mean must be",
+    lambda: SingleIndexTasks(dim=3, subspace_dim=1, lead_mean=NAN),
+)
+case(
+    "SingleIndexTasks subspace_seed -1",
+    "subspace_seed must be >= 0",
+    lambda: SingleIndexTasks(dim=3, subspace_dim=1, subspace_seed=-1),
+)
+case(
+    "SingleIndexTasks.link coeffs of wrong width",
+    "coeffs must",
+    lambda: FAMILIES["SingleIndexTasks"].link(torch.zeros(2, 3), torch.zeros(2, 5)),
+)
+case(
+    "DiscreteFeatures more features than dim",
+    "at most dim=2",
+    lambda: DiscreteFeatures(dim=2, probs=torch.full((3,), 1 / 3)),
+)
+case(
+    "DiscreteFeatures negative probability",
+    "probs must be positive",
+    lambda: DiscreteFeatures(dim=3, probs=torch.tensor([1.5, -0.5])),
+)
+case(
+    "DiscreteFeatures probs a matrix",
+    "probs must be a non-empty vector",
+    lambda: DiscreteFeatures(dim=3, probs=torch.full((2, 2), 0.25)),
+)
+case(
+    "DiscreteFeatures seed 1.5",
+    "seed must be an int",
+    lambda: DiscreteFeatures(dim=3, probs=torch.tensor([1.0]), seed=1.5),
+)
 case("imbalanced_probs one feature", "n_features must be >= 2", lambda: imbalanced_probs(1, 0.5))
 case("imbalanced_probs dominant 1", "dominant must be in", lambda: imbalanced_probs(3, 1.0))
 case("TeacherFeatures rank > k", "rank must be at most k", lambda: TeacherFeatures(dim=2, k=2, rank=3))
 case("TeacherFeatures scale 0", "scale must be > 0", lambda: TeacherFeatures(dim=2, k=2, scale=0.0))
 case("TeacherFeatures n_whiten 1", "n_whiten must be >= 2", lambda: TeacherFeatures(dim=2, k=2, n_whiten=1))
-case("TeacherFeatures.features wrong width", "x must be a tensor with last dimension dim=2",
-     lambda: FAMILIES["TeacherFeatures"].features(torch.zeros(3, 3)))
-case("sigmoid_network particles wrong width", "particles must be a tensor of shape",
-     lambda: sigmoid_network(torch.zeros(4), torch.zeros(5, 2), k=1))
+case(
+    "TeacherFeatures.features wrong width",
+    "x must be a tensor with last dimension dim=2",
+    lambda: FAMILIES["TeacherFeatures"].features(torch.zeros(3, 3)),
+)
+case(
+    "sigmoid_network particles wrong width",
+    "particles must be a tensor of shape",
+    lambda: sigmoid_network(torch.zeros(4), torch.zeros(5, 2), k=1),
+)
 case("sigmoid_network k 0", "k must be >= 1", lambda: sigmoid_network(torch.zeros(4, 4), torch.zeros(5, 2), k=0))
 case("PromptPool of a tensor", "prompts must be an icl_utils.Prompt", lambda: PromptPool(torch.zeros(2, 3, 1)))
 case("cardinal_bspline of a list", "x must be a torch.Tensor", lambda: cardinal_bspline([0.5], 2))
 case("cardinal_bspline order 1.5", "order must be an int", lambda: cardinal_bspline(torch.zeros(2), 1.5))
 case("hermite degree -1", "degree must be >= 0", lambda: hermite(torch.zeros(2), -1))
 case("hermite of a list", "z must be a torch.Tensor", lambda: hermite([0.0], 2))
-case("projection_mass of zero weights", "weights must not be all zero", lambda: projection_mass(
-    torch.zeros(3, 4), torch.eye(4)[:, :2]))
-case("projection_mass NaN weights", "weights must be finite", lambda: projection_mass(torch.full((3, 4), NAN),
-                                                                                      torch.eye(4)[:, :2]))
-case("projection_mass basis not orthonormal", "basis must have orthonormal columns", lambda: projection_mass(
-    torch.ones(3, 4), torch.ones(4, 2)))
-case("principal_angles fewer rows than r", "weights must have rank", lambda: principal_angles(
-    torch.ones(1, 4), torch.eye(4)[:, :2]))
-case("principal_angles rank-deficient weights", "weights must have rank", lambda: principal_angles(
-    torch.ones(3, 4), torch.eye(4)[:, :2]))
+case(
+    "projection_mass of zero weights",
+    "weights must not be all zero",
+    lambda: projection_mass(torch.zeros(3, 4), torch.eye(4)[:, :2]),
+)
+case(
+    "projection_mass NaN weights",
+    "weights must be finite",
+    lambda: projection_mass(torch.full((3, 4), NAN), torch.eye(4)[:, :2]),
+)
+case(
+    "projection_mass basis not orthonormal",
+    "basis must have orthonormal columns",
+    lambda: projection_mass(torch.ones(3, 4), torch.ones(4, 2)),
+)
+case(
+    "principal_angles fewer rows than r",
+    "weights must have rank",
+    lambda: principal_angles(torch.ones(1, 4), torch.eye(4)[:, :2]),
+)
+case(
+    "principal_angles rank-deficient weights",
+    "weights must have rank",
+    lambda: principal_angles(torch.ones(3, 4), torch.eye(4)[:, :2]),
+)
 
 # --- models ----------------------------------------------------------------------------------------------------
-for field, value, pattern in (("n_dims", 0, "n_dims must be >= 1"), ("n_context", -1, "n_context must be >= 0"),
-                              ("n_embd", 6.0, "n_embd must be an int"), ("n_layer", 0, "n_layer must be >= 1"),
-                              ("n_head", 3, "must be divisible by n_head"), ("mlp", "no", "mlp must be True or False"),
-                              ("mlp", 1, "mlp must be True or False"), ("dropout", 1.0, "dropout must be in"),
-                              ("dropout", NAN, "dropout must be"), ("dropout", "0.1", "dropout must be a real")):
-    case(f"GPTConfig {field}={value!r}", pattern, lambda f=field, v=value: GPTConfig(
-        **{"n_dims": 2, "n_context": 4, "n_embd": 8, "n_head": 2, f: v}))
+for field, value, pattern in (
+    ("n_dims", 0, "n_dims must be >= 1"),
+    ("n_context", -1, "n_context must be >= 0"),
+    ("n_embd", 6.0, "n_embd must be an int"),
+    ("n_layer", 0, "n_layer must be >= 1"),
+    ("n_head", 3, "must be divisible by n_head"),
+    ("mlp", "no", "mlp must be True or False"),
+    ("mlp", 1, "mlp must be True or False"),
+    ("dropout", 1.0, "dropout must be in"),
+    ("dropout", NAN, "dropout must be"),
+    ("dropout", "0.1", "dropout must be a real"),
+):
+    case(
+        f"GPTConfig {field}={value!r}",
+        pattern,
+        lambda f=field, v=value: GPTConfig(**{"n_dims": 2, "n_context": 4, "n_embd": 8, "n_head": 2, f: v}),
+    )
 case("ICLTransformer of a dict", "cfg must be a GPTConfig", lambda: ICLTransformer({"n_dims": 2}))
 case("GPT: prompt too long", "n_context=4", lambda: gpt()(prompt(n=5)))
 case("GPT: prompt of another dim", "n_dims", lambda: gpt(d=3)(prompt()))
@@ -277,254 +424,545 @@ case("GDPlusPlus dim 'two'", "dim must be an int", lambda: GDPlusPlus("two"))
 case("ltb_from_gd_beta of an LTB", "model must be a GDBeta", lambda: ltb_from_gd_beta(LTB(2)))
 case("gd_beta_from_ltb of an LSA", "an LSA has no MLP", lambda: gd_beta_from_ltb(LTB(2, mlp=False)))
 case("attention_mask n 0", "n must be >= 1", lambda: attention_mask(0))
-case("attention_mask dtype a string", "dtype must be a floating-point torch.dtype", lambda: attention_mask(3, dtype="float32"))
+case(
+    "attention_mask dtype a string",
+    "dtype must be a floating-point torch.dtype",
+    lambda: attention_mask(3, dtype="float32"),
+)
 case("FeatureAttention width 0", "width must be >= 1", lambda: FeatureAttention(2, 0, generator=gen()))
-case("FeatureAttention gamma_scale NaN", "gamma_scale must be", lambda: FeatureAttention(2, 4, generator=gen(),
-                                                                                       gamma_scale=NAN))
+case(
+    "FeatureAttention gamma_scale NaN",
+    "gamma_scale must be",
+    lambda: FeatureAttention(2, 4, generator=gen(), gamma_scale=NAN),
+)
 case("FeatureAttention generator a seed", "generator must be", lambda: FeatureAttention(2, 4, generator=3))
 case("MLPAttention depth 0", "depth must be >= 1", lambda: MLPAttention(2, 4, depth=0))
 case("MLPAttention input_scale 0", "input_scale must be > 0", lambda: MLPAttention(2, 4, input_scale=0.0))
 case("MLPAttention n_features 0", "n_features must be >= 1", lambda: MLPAttention(2, 0))
-case("fit_attention_ridge: float64 model", "parameters are torch.float64", lambda: fit_attention_ridge(
-    FeatureAttention(2, 4, generator=gen()).double(), LR, n_tasks=4, n=3, lam=1.0, generator=gen()))
-case("fit_attention_ridge: model of another dim", "task.dim=2", lambda: fit_attention_ridge(
-    FeatureAttention(3, 4, generator=gen()), LR, n_tasks=4, n=3, lam=1.0, generator=gen()))
-case("fit_attention_ridge: lam 0", "lam must be > 0", lambda: fit_attention_ridge(
-    FeatureAttention(2, 4, generator=gen()), LR, n_tasks=4, n=3, lam=0.0, generator=gen()))
-case("one_step_feature_update: model of another dim", "task.dim=2", lambda: one_step_feature_update(
-    FeatureAttention(3, 4, generator=gen()), LR, n_tasks=4, n=3, lr=1.0, weight_decay=1.0, generator=gen()))
-case("one_step_feature_update: n_tasks 0", "n_tasks must be >= 1", lambda: one_step_feature_update(
-    FeatureAttention(2, 4, generator=gen()), LR, n_tasks=0, n=3, lr=1.0, weight_decay=1.0, generator=gen()))
+case(
+    "fit_attention_ridge: float64 model",
+    "parameters are torch.float64",
+    lambda: fit_attention_ridge(
+        FeatureAttention(2, 4, generator=gen()).double(), LR, n_tasks=4, n=3, lam=1.0, generator=gen()
+    ),
+)
+case(
+    "fit_attention_ridge: model of another dim",
+    "task.dim=2",
+    lambda: fit_attention_ridge(FeatureAttention(3, 4, generator=gen()), LR, n_tasks=4, n=3, lam=1.0, generator=gen()),
+)
+case(
+    "fit_attention_ridge: lam 0",
+    "lam must be > 0",
+    lambda: fit_attention_ridge(FeatureAttention(2, 4, generator=gen()), LR, n_tasks=4, n=3, lam=0.0, generator=gen()),
+)
+case(
+    "one_step_feature_update: model of another dim",
+    "task.dim=2",
+    lambda: one_step_feature_update(
+        FeatureAttention(3, 4, generator=gen()), LR, n_tasks=4, n=3, lr=1.0, weight_decay=1.0, generator=gen()
+    ),
+)
+case(
+    "one_step_feature_update: n_tasks 0",
+    "n_tasks must be >= 1",
+    lambda: one_step_feature_update(
+        FeatureAttention(2, 4, generator=gen()), LR, n_tasks=0, n=3, lr=1.0, weight_decay=1.0, generator=gen()
+    ),
+)
 
 # --- training --------------------------------------------------------------------------------------------------
-for field, value, pattern in (("steps", 0, "steps must be >= 1"), ("steps", 1.5, "steps must be an int"),
-                              ("batch_size", 0, "batch_size must be >= 1"), ("n_context", -1, "n_context must be"),
-                              ("lr", 0.0, "lr must be > 0"), ("lr", NAN, "lr must be"), ("lr", "1e-3", "lr must be a"),
-                              ("schedule", "linear", "schedule must be"), ("bf16", "yes", "bf16 must be True"),
-                              ("cuda_graph", 1, "cuda_graph must be"), ("log_every", 0, "log_every must be >= 1"),
-                              ("curriculum", (1, 2), "curriculum must be a Curriculum")):
+for field, value, pattern in (
+    ("steps", 0, "steps must be >= 1"),
+    ("steps", 1.5, "steps must be an int"),
+    ("batch_size", 0, "batch_size must be >= 1"),
+    ("n_context", -1, "n_context must be"),
+    ("lr", 0.0, "lr must be > 0"),
+    ("lr", NAN, "lr must be"),
+    ("lr", "1e-3", "lr must be a"),
+    ("schedule", "linear", "schedule must be"),
+    ("bf16", "yes", "bf16 must be True"),
+    ("cuda_graph", 1, "cuda_graph must be"),
+    ("log_every", 0, "log_every must be >= 1"),
+    ("curriculum", (1, 2), "curriculum must be a Curriculum"),
+):
     case(f"TrainConfig {field}={value!r}", pattern, lambda f=field, v=value: cfg(**{f: v}))
-case("TrainConfig curriculum longer than n_context", "curriculum ends at", lambda: cfg(
-    curriculum=Curriculum(dims=(1, 2), n_context=(2, 8), every=1)))
+case(
+    "TrainConfig curriculum longer than n_context",
+    "curriculum ends at",
+    lambda: cfg(curriculum=Curriculum(dims=(1, 2), n_context=(2, 8), every=1)),
+)
 case("Curriculum dims=5", "dims must be a pair", lambda: Curriculum(dims=5, n_context=(1, 2), every=1))
 case("Curriculum dims reversed", "dims must be", lambda: Curriculum(dims=(3, 1), n_context=(1, 2), every=1))
-case("Curriculum n_context of floats", r"n_context\[0\] must be an int", lambda: Curriculum(
-    dims=(1, 2), n_context=(1.0, 2.0), every=1))
+case(
+    "Curriculum n_context of floats",
+    r"n_context\[0\] must be an int",
+    lambda: Curriculum(dims=(1, 2), n_context=(1.0, 2.0), every=1),
+)
 case("Curriculum every 0", "every must be >= 1", lambda: Curriculum(dims=(1, 2), n_context=(1, 2), every=0))
 case("Curriculum.at step -1", "step must be >= 0", lambda: Curriculum(dims=(1, 2), n_context=(1, 2), every=1).at(-1))
-case("train a model that does not read prompts", "model must take a Prompt", lambda: train(
-    torch.nn.Linear(2, 1), LR, cfg(), generator=gen(), progress=False))
-case("train a model without parameters", "has no parameters", lambda: train(
-    torch.nn.Identity(), LR, cfg(), generator=gen(), progress=False))
+case(
+    "train a model that does not read prompts",
+    "model must take a Prompt",
+    lambda: train(torch.nn.Linear(2, 1), LR, cfg(), generator=gen(), progress=False),
+)
+case(
+    "train a model without parameters",
+    "has no parameters",
+    lambda: train(torch.nn.Identity(), LR, cfg(), generator=gen(), progress=False),
+)
 case("train a GPT of another dim", "n_dims", lambda: train(gpt(d=3), LR, cfg(), generator=gen(), progress=False))
-case("train with a NaN parameter", "not finite before training", lambda: train(
-    _nan_model(), LR, cfg(), generator=gen(), progress=False))
-case("train progress 'no'", "progress must be True or False", lambda: train(
-    LTB(2), LR, cfg(), generator=gen(), progress="no"))
+case(
+    "train with a NaN parameter",
+    "not finite before training",
+    lambda: train(_nan_model(), LR, cfg(), generator=gen(), progress=False),
+)
+case(
+    "train progress 'no'",
+    "progress must be True or False",
+    lambda: train(LTB(2), LR, cfg(), generator=gen(), progress="no"),
+)
 case("train desc 3", "desc must be a str", lambda: train(LTB(2), LR, cfg(), generator=gen(), progress=False, desc=3))
-case("train_ensemble of one module", "models must be a non-empty list", lambda: train_ensemble(
-    LTB(2), LR, cfg(), generator=gen(), progress=False))
-case("train_ensemble of two architectures", "model 1 differs in architecture", lambda: train_ensemble(
-    [LTB(2), LTB(2, mlp=False)], LR, cfg(), generator=gen(), progress=False))
-case("train_ensemble three tasks for two models", "give one task, or one per model", lambda: train_ensemble(
-    [LTB(2), LTB(2)], [LR, LR, LR], cfg(), generator=gen(), progress=False))
-case("train_ensemble tasks of two dims", "the tasks must share one dimension", lambda: train_ensemble(
-    [LTB(2), LTB(2)], [LR, LinearRegression(dim=3)], cfg(), generator=gen(), progress=False))
-case("train_ensemble with a NaN parameter", "not finite before training", lambda: train_ensemble(
-    [LTB(2), _nan_model()], LR, cfg(), generator=gen(), progress=False))
-case("TrainHistory.smoothed window 0", "window must be >= 1", lambda: train(
-    LTB(2), LR, cfg(), generator=gen(), progress=False).smoothed(0))
+case(
+    "train_ensemble of one module",
+    "models must be a non-empty list",
+    lambda: train_ensemble(LTB(2), LR, cfg(), generator=gen(), progress=False),
+)
+case(
+    "train_ensemble of two architectures",
+    "model 1 differs in architecture",
+    lambda: train_ensemble([LTB(2), LTB(2, mlp=False)], LR, cfg(), generator=gen(), progress=False),
+)
+case(
+    "train_ensemble three tasks for two models",
+    "give one task, or one per model",
+    lambda: train_ensemble([LTB(2), LTB(2)], [LR, LR, LR], cfg(), generator=gen(), progress=False),
+)
+case(
+    "train_ensemble tasks of two dims",
+    "the tasks must share one dimension",
+    lambda: train_ensemble([LTB(2), LTB(2)], [LR, LinearRegression(dim=3)], cfg(), generator=gen(), progress=False),
+)
+case(
+    "train_ensemble with a NaN parameter",
+    "not finite before training",
+    lambda: train_ensemble([LTB(2), _nan_model()], LR, cfg(), generator=gen(), progress=False),
+)
+case(
+    "TrainHistory.smoothed window 0",
+    "window must be >= 1",
+    lambda: train(LTB(2), LR, cfg(), generator=gen(), progress=False).smoothed(0),
+)
 
 # --- gradient descent ------------------------------------------------------------------------------------------
 quad = lambda t: t.square().sum()  # noqa: E731
-case("gd loss_fn not callable", "loss_fn must be callable", lambda: gradient_descent(1.0, torch.ones(2), steps=1,
-                                                                                    lr=0.1, progress=False))
-case("gd init a list", "init must be a floating-point tensor", lambda: gradient_descent(quad, [1.0, 2.0], steps=1,
-                                                                                      lr=0.1, progress=False))
-case("gd init an int tensor", "init must be a floating-point tensor", lambda: gradient_descent(
-    quad, torch.ones(2, dtype=torch.long), steps=1, lr=0.1, progress=False))
-case("gd init NaN", "init must be finite", lambda: gradient_descent(quad, torch.tensor([NAN, 1.0]), steps=1, lr=0.1,
-                                                                    progress=False))
-case("gd init empty dict", "init must be a tensor or a non-empty dict", lambda: gradient_descent(
-    quad, {}, steps=1, lr=0.1, progress=False))
-case("gd steps 0", "steps must be >= 1", lambda: gradient_descent(quad, torch.ones(2), steps=0, lr=0.1,
-                                                                  progress=False))
-case("gd lr negative", "lr must be > 0", lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=-0.1,
-                                                                  progress=False))
-case("gd record_every 0", "record_every must be >= 1", lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1,
-                                                                                record_every=0, progress=False))
-case("gd record not callable", "record must be callable", lambda: gradient_descent(quad, torch.ones(2), steps=1,
-                                                                                  lr=0.1, record=1, progress=False))
-case("gd hook not callable", "hook must be callable", lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1,
-                                                                              hook="x", progress=False))
-case("gd until not callable", "until must be callable", lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1,
-                                                                                until=True, progress=False))
-case("gd record returning a list", "record must return a dict", lambda: gradient_descent(
-    quad, torch.ones(2), steps=1, lr=0.1, record=lambda t: [t], progress=False))
-case("gd progress 1", "progress must be True or False", lambda: gradient_descent(quad, torch.ones(2), steps=1,
-                                                                                lr=0.1, progress=1))
+case(
+    "gd loss_fn not callable",
+    "loss_fn must be callable",
+    lambda: gradient_descent(1.0, torch.ones(2), steps=1, lr=0.1, progress=False),
+)
+case(
+    "gd init a list",
+    "init must be a floating-point tensor",
+    lambda: gradient_descent(quad, [1.0, 2.0], steps=1, lr=0.1, progress=False),
+)
+case(
+    "gd init an int tensor",
+    "init must be a floating-point tensor",
+    lambda: gradient_descent(quad, torch.ones(2, dtype=torch.long), steps=1, lr=0.1, progress=False),
+)
+case(
+    "gd init NaN",
+    "init must be finite",
+    lambda: gradient_descent(quad, torch.tensor([NAN, 1.0]), steps=1, lr=0.1, progress=False),
+)
+case(
+    "gd init empty dict",
+    "init must be a tensor or a non-empty dict",
+    lambda: gradient_descent(quad, {}, steps=1, lr=0.1, progress=False),
+)
+case("gd steps 0", "steps must be >= 1", lambda: gradient_descent(quad, torch.ones(2), steps=0, lr=0.1, progress=False))
+case(
+    "gd lr negative", "lr must be > 0", lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=-0.1, progress=False)
+)
+case(
+    "gd record_every 0",
+    "record_every must be >= 1",
+    lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1, record_every=0, progress=False),
+)
+case(
+    "gd record not callable",
+    "record must be callable",
+    lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1, record=1, progress=False),
+)
+case(
+    "gd hook not callable",
+    "hook must be callable",
+    lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1, hook="x", progress=False),
+)
+case(
+    "gd until not callable",
+    "until must be callable",
+    lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1, until=True, progress=False),
+)
+case(
+    "gd record returning a list",
+    "record must return a dict",
+    lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1, record=lambda t: [t], progress=False),
+)
+case(
+    "gd progress 1",
+    "progress must be True or False",
+    lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1, progress=1),
+)
 
 # --- risk ------------------------------------------------------------------------------------------------------
-case("query_risk (B, 1) predictions", r"shape \(64,\), got \(64, 1\)", lambda: risk.query_risk(
-    lambda p: p.y_query[:, None] * 0, LR, 3, 64, gen()))
+case(
+    "query_risk (B, 1) predictions",
+    r"shape \(64,\), got \(64, 1\)",
+    lambda: risk.query_risk(lambda p: p.y_query[:, None] * 0, LR, 3, 64, gen()),
+)
 case("query_risk a GPT instead of its predict", "pass model.predict", lambda: risk.query_risk(gpt(), LR, 4, 5, gen()))
-case("query_risk a list of predictions", "one prediction per prompt", lambda: risk.query_risk(
-    lambda p: [0.0] * p.batch_size, LR, 3, 8, gen()))
-case("query_risk NaN predictions", "predictions must be finite", lambda: risk.query_risk(
-    lambda p: p.y_query * NAN, LR, 3, 8, gen()))
+case(
+    "query_risk a list of predictions",
+    "one prediction per prompt",
+    lambda: risk.query_risk(lambda p: [0.0] * p.batch_size, LR, 3, 8, gen()),
+)
+case(
+    "query_risk NaN predictions",
+    "predictions must be finite",
+    lambda: risk.query_risk(lambda p: p.y_query * NAN, LR, 3, 8, gen()),
+)
 case("query_risk not callable", "predict must be callable", lambda: risk.query_risk(3, LR, 3, 8, gen()))
-case("query_risk task a string", "task must be a task family", lambda: risk.query_risk(est.averaging, "lr", 3, 8,
-                                                                                     gen()))
+case(
+    "query_risk task a string", "task must be a task family", lambda: risk.query_risk(est.averaging, "lr", 3, 8, gen())
+)
 case("query_risk n_prompts 1", "n_prompts must be >= 2", lambda: risk.query_risk(est.averaging, LR, 3, 1, gen()))
 case("query_risk n -1", "n must be >= 0", lambda: risk.query_risk(est.averaging, LR, -1, 8, gen()))
-case("query_risk chunk_size 0", "chunk_size must be >= 1", lambda: risk.query_risk(est.averaging, LR, 3, 8, gen(),
-                                                                                  chunk_size=0))
-case("query_risk no generator", "generator must be a torch.Generator", lambda: risk.query_risk(est.averaging, LR, 3,
-                                                                                              8, None))
-case("prefix_errors (B, 1) predictions", r"got \(3, 1\)", lambda: risk.prefix_errors(
-    lambda p: p.y_query[:, None] * 0, prompt()))
+case(
+    "query_risk chunk_size 0",
+    "chunk_size must be >= 1",
+    lambda: risk.query_risk(est.averaging, LR, 3, 8, gen(), chunk_size=0),
+)
+case(
+    "query_risk no generator",
+    "generator must be a torch.Generator",
+    lambda: risk.query_risk(est.averaging, LR, 3, 8, None),
+)
+case(
+    "prefix_errors (B, 1) predictions",
+    r"got \(3, 1\)",
+    lambda: risk.prefix_errors(lambda p: p.y_query[:, None] * 0, prompt()),
+)
 case("prefix_errors not callable", "estimator must be callable", lambda: risk.prefix_errors(None, prompt()))
-case("model_errors of a function", "model must be a torch.nn.Module", lambda: risk.model_errors(est.averaging,
-                                                                                              prompt()))
+case(
+    "model_errors of a function", "model must be a torch.nn.Module", lambda: risk.model_errors(est.averaging, prompt())
+)
 case("model_errors chunk_size 1.5", "chunk_size must be an int", lambda: risk.model_errors(LTB(2), prompt(), 1.5))
 case("mean_and_band z -1", "z must be > 0", lambda: risk.mean_and_band(torch.ones(3, 2), z=-1))
 case("mean_and_band NaN errors", "errors must be finite", lambda: risk.mean_and_band(torch.tensor([1.0, NAN])))
 case("mean_and_band one prompt", "at least two prompts", lambda: risk.mean_and_band(torch.ones(1, 2)))
 case("mean_and_band a list", "errors must be a tensor", lambda: risk.mean_and_band([1.0, 2.0]))
-case("fit_slope one distinct n", "ns must hold at least two distinct values", lambda: risk.fit_slope([2, 2, 2],
-                                                                                                   [1, 2, 3]))
+case(
+    "fit_slope one distinct n",
+    "ns must hold at least two distinct values",
+    lambda: risk.fit_slope([2, 2, 2], [1, 2, 3]),
+)
 case("fit_slope a zero risk", "ns and risks must be positive", lambda: risk.fit_slope([1, 2], [1.0, 0.0]))
 case("fit_slope lengths differ", "same length", lambda: risk.fit_slope([1, 2, 3], [1.0, 2.0]))
 case("local_slopes repeated n", "ns must not repeat", lambda: risk.local_slopes([1, 1, 2], [1.0, 2.0, 3.0]))
 case("examples_to_reach NaN risk", "positive and finite", lambda: risk.examples_to_reach([1, 2], [NAN, 1.0], 0.5))
-case("examples_to_reach unsorted ns", "ns must increase", lambda: risk.examples_to_reach([4, 1, 2], [1.0, 0.1, 0.1], 0.5))
+case(
+    "examples_to_reach unsorted ns", "ns must increase", lambda: risk.examples_to_reach([4, 1, 2], [1.0, 0.1, 0.1], 0.5)
+)
 case("examples_to_reach level 0", "level must be > 0", lambda: risk.examples_to_reach([1, 2], [1.0, 1.0], 0.0))
-case("bootstrap_interval one replicate", "at least 2 replicates", lambda: risk.bootstrap_interval(
-    np.mean, [np.ones(1)]))
-case("bootstrap_interval level 1", r"level must be in \(0, 1\)", lambda: risk.bootstrap_interval(
-    np.mean, [np.ones(3)], level=1.0))
-case("RiskTerms.examples_needed NaN level", "level must be finite", lambda: risk.RiskTerms(
-    np.ones(2), np.ones(2), np.ones(2)).examples_needed(NAN))
-case("RiskTerms of different lengths", "one estimate per task", lambda: risk.RiskTerms(
-    np.ones(2), np.ones(3), np.ones(2)))
+case(
+    "bootstrap_interval one replicate", "at least 2 replicates", lambda: risk.bootstrap_interval(np.mean, [np.ones(1)])
+)
+case(
+    "bootstrap_interval level 1",
+    r"level must be in \(0, 1\)",
+    lambda: risk.bootstrap_interval(np.mean, [np.ones(3)], level=1.0),
+)
+case(
+    "RiskTerms.examples_needed NaN level",
+    "level must be finite",
+    lambda: risk.RiskTerms(np.ones(2), np.ones(2), np.ones(2)).examples_needed(NAN),
+)
+case(
+    "RiskTerms of different lengths",
+    "one estimate per task",
+    lambda: risk.RiskTerms(np.ones(2), np.ones(3), np.ones(2)),
+)
 case("RiskTerms with a NaN", "finite 1-d array", lambda: risk.RiskTerms(np.array([1.0, NAN]), np.ones(2), np.ones(2)))
-case("attention_risk_terms on a GPT", "AttentionOnFeatures", lambda: risk.attention_risk_terms(
-    ICLTransformer(GPTConfig(n_dims=3, n_context=4, n_embd=8, n_layer=1, n_head=1)), FAMILIES["SingleIndexTasks"],
-    4, 8, gen()))
-case("attention_risk_terms one point", "n_points must be >= 2", lambda: risk.attention_risk_terms(
-    FeatureAttention(3, 4), FAMILIES["SingleIndexTasks"], 4, 1, gen()))
-case("held_out_errors bad predictor shape", "must predict shape", lambda: risk.held_out_errors(
-    lambda p: (lambda x: x.sum(-1)[:, :1]), FAMILIES["SingleIndexTasks"], 4, 3, 5, gen()))
-case("paired_query_errors not a dict", "non-empty dict", lambda: risk.paired_query_errors(
-    [np.mean], FAMILIES["SingleIndexTasks"], 4, 3, gen()))
-case("swap_contexts batch of one", "at least 2 prompts", lambda: swap_contexts(
-    FAMILIES["SingleIndexTasks"].sample(1, 3, gen())))
-case("swap_contexts shift of the batch", "shift must be an int that moves", lambda: swap_contexts(
-    FAMILIES["SingleIndexTasks"].sample(4, 3, gen()), 4))
-case("stage_one_gradients decreasing", "n_tasks must increase", lambda: stage_one_gradients(
-    FeatureAttention(3, 4), FAMILIES["SingleIndexTasks"], n_tasks=(8, 4), n=3, generator=gen()))
-case("kernel_ridge_fit queries of the wrong dim", "inputs must have shape", lambda: kernel_ridge_fit(
-    FAMILIES["SingleIndexTasks"].sample(2, 3, gen()))(torch.zeros(2, 5, 4)))
-case("two_layer_network_fit queries of the wrong batch", "inputs must have shape", lambda: two_layer_network_fit(
-    FAMILIES["SingleIndexTasks"].sample(2, 3, gen()), steps=1)(torch.zeros(3, 5, 3)))
-case("SingleIndexTasks.conditional_mean wrong dim", "x must be a tensor of shape", lambda: FAMILIES[
-    "SingleIndexTasks"].conditional_mean(torch.zeros(4, 2)))
-case("query_risk_curves of a list", "predictors must be a non-empty dict", lambda: risk.query_risk_curves(
-    [est.averaging], LR, [1, 2], 4, gen()))
-case("query_risk_curves ns a number", "ns must be a sequence", lambda: risk.query_risk_curves(
-    {"avg": est.averaging}, LR, 3, 4, gen()))
-case("empirical_and_expected_risk of an LTB", "model must be linear attention on features",
-     lambda: risk.empirical_and_expected_risk(LTB(2), FAMILIES["PromptPool"], LR))
+case(
+    "attention_risk_terms on a GPT",
+    "AttentionOnFeatures",
+    lambda: risk.attention_risk_terms(
+        ICLTransformer(GPTConfig(n_dims=3, n_context=4, n_embd=8, n_layer=1, n_head=1)),
+        FAMILIES["SingleIndexTasks"],
+        4,
+        8,
+        gen(),
+    ),
+)
+case(
+    "attention_risk_terms one point",
+    "n_points must be >= 2",
+    lambda: risk.attention_risk_terms(FeatureAttention(3, 4), FAMILIES["SingleIndexTasks"], 4, 1, gen()),
+)
+case(
+    "held_out_errors bad predictor shape",
+    "must predict shape",
+    lambda: risk.held_out_errors(lambda p: lambda x: x.sum(-1)[:, :1], FAMILIES["SingleIndexTasks"], 4, 3, 5, gen()),
+)
+case(
+    "paired_query_errors not a dict",
+    "non-empty dict",
+    lambda: risk.paired_query_errors([np.mean], FAMILIES["SingleIndexTasks"], 4, 3, gen()),
+)
+case(
+    "swap_contexts batch of one",
+    "at least 2 prompts",
+    lambda: swap_contexts(FAMILIES["SingleIndexTasks"].sample(1, 3, gen())),
+)
+case(
+    "swap_contexts shift of the batch",
+    "shift must be an int that moves",
+    lambda: swap_contexts(FAMILIES["SingleIndexTasks"].sample(4, 3, gen()), 4),
+)
+case(
+    "stage_one_gradients decreasing",
+    "n_tasks must increase",
+    lambda: stage_one_gradients(
+        FeatureAttention(3, 4), FAMILIES["SingleIndexTasks"], n_tasks=(8, 4), n=3, generator=gen()
+    ),
+)
+case(
+    "kernel_ridge_fit queries of the wrong dim",
+    "inputs must have shape",
+    lambda: kernel_ridge_fit(FAMILIES["SingleIndexTasks"].sample(2, 3, gen()))(torch.zeros(2, 5, 4)),
+)
+case(
+    "two_layer_network_fit queries of the wrong batch",
+    "inputs must have shape",
+    lambda: two_layer_network_fit(FAMILIES["SingleIndexTasks"].sample(2, 3, gen()), steps=1)(torch.zeros(3, 5, 3)),
+)
+case(
+    "SingleIndexTasks.conditional_mean wrong dim",
+    "x must be a tensor of shape",
+    lambda: FAMILIES["SingleIndexTasks"].conditional_mean(torch.zeros(4, 2)),
+)
+case(
+    "query_risk_curves of a list",
+    "predictors must be a non-empty dict",
+    lambda: risk.query_risk_curves([est.averaging], LR, [1, 2], 4, gen()),
+)
+case(
+    "query_risk_curves ns a number",
+    "ns must be a sequence",
+    lambda: risk.query_risk_curves({"avg": est.averaging}, LR, 3, 4, gen()),
+)
+case(
+    "empirical_and_expected_risk of an LTB",
+    "model must be linear attention on features",
+    lambda: risk.empirical_and_expected_risk(LTB(2), FAMILIES["PromptPool"], LR),
+)
 
 # --- dynamics --------------------------------------------------------------------------------------------------
 case("sa.predict NaN q", "q must be finite", lambda: sa.predict(prompt(), torch.full((2, 2), NAN)))
-case("sa.sample_counts NaN probability", "probs must be positive", lambda: sa.sample_counts(
-    torch.tensor([NAN, 1.0]), 3, 4, gen()))
-case("sa.sample_counts n_samples 0", "n_samples must be >= 1", lambda: sa.sample_counts(
-    torch.tensor([0.5, 0.5]), 3, 0, gen()))
-case("sa.feature_attention counts of wrong width", "counts", lambda: sa.feature_attention(
-    torch.zeros(2, 2), torch.zeros(5, 3)))
-case("sa.feature_attention w not square", "w must", lambda: sa.feature_attention(torch.zeros(2, 3),
-                                                                                  torch.zeros(5, 2)))
-case("sa.population_loss probs of wrong length", "probs must", lambda: sa.population_loss(
-    torch.zeros(2, 2), torch.ones(5, 2), torch.tensor([0.2, 0.3, 0.5])))
-case("sa.run_gradient_descent lr 0", "lr must be > 0", lambda: sa.run_gradient_descent(
-    torch.tensor([0.5, 0.5]), 4, steps=2, lr=0.0, n_samples=4, generator=gen()))
-case("sa.run_gradient_descent n_context -1", "n_context must be >= 1", lambda: sa.run_gradient_descent(
-    torch.tensor([0.5, 0.5]), -1, steps=2, lr=1.0, n_samples=4, generator=gen()))
-case("sa.convergence_steps eps 0", "eps must be > 0", lambda: sa.convergence_steps(
-    np.arange(3), np.ones((3, 2)), 0.0))
-case("sa.convergence_steps NaN loss", "loss_k must be numbers without NaN", lambda: sa.convergence_steps(
-    np.arange(3), np.full((3, 2), NAN), 0.1))
+case(
+    "sa.sample_counts NaN probability",
+    "probs must be positive",
+    lambda: sa.sample_counts(torch.tensor([NAN, 1.0]), 3, 4, gen()),
+)
+case(
+    "sa.sample_counts n_samples 0",
+    "n_samples must be >= 1",
+    lambda: sa.sample_counts(torch.tensor([0.5, 0.5]), 3, 0, gen()),
+)
+case(
+    "sa.feature_attention counts of wrong width",
+    "counts",
+    lambda: sa.feature_attention(torch.zeros(2, 2), torch.zeros(5, 3)),
+)
+case("sa.feature_attention w not square", "w must", lambda: sa.feature_attention(torch.zeros(2, 3), torch.zeros(5, 2)))
+case(
+    "sa.population_loss probs of wrong length",
+    "probs must",
+    lambda: sa.population_loss(torch.zeros(2, 2), torch.ones(5, 2), torch.tensor([0.2, 0.3, 0.5])),
+)
+case(
+    "sa.run_gradient_descent lr 0",
+    "lr must be > 0",
+    lambda: sa.run_gradient_descent(torch.tensor([0.5, 0.5]), 4, steps=2, lr=0.0, n_samples=4, generator=gen()),
+)
+case(
+    "sa.run_gradient_descent n_context -1",
+    "n_context must be >= 1",
+    lambda: sa.run_gradient_descent(torch.tensor([0.5, 0.5]), -1, steps=2, lr=1.0, n_samples=4, generator=gen()),
+)
+case("sa.convergence_steps eps 0", "eps must be > 0", lambda: sa.convergence_steps(np.arange(3), np.ones((3, 2)), 0.0))
+case(
+    "sa.convergence_steps NaN loss",
+    "loss_k must be numbers without NaN",
+    lambda: sa.convergence_steps(np.arange(3), np.full((3, 2), NAN), 0.1),
+)
 case("sa.bound_terms lr 0", "lr must be > 0", lambda: sa.bound_terms(np.array([4]), np.array([0.1]), 0.0))
-case("sa.concentration_quantile quantile 1.5", "quantile must be a number in", lambda: sa.concentration_quantile(
-    torch.zeros(2, 2), torch.tensor([0.5, 0.5]), 4, n_samples=4, quantile=1.5, generator=gen()))
-case("sa.convergence_times n_seeds 0", "n_seeds must be >= 1", lambda: sa.convergence_times(
-    [(torch.tensor([0.5, 0.5]), 4)], eps=[0.1], n_seeds=0, steps=2, lr=1.0, n_samples=4, generator=gen()))
+case(
+    "sa.concentration_quantile quantile 1.5",
+    "quantile must be a number in",
+    lambda: sa.concentration_quantile(
+        torch.zeros(2, 2), torch.tensor([0.5, 0.5]), 4, n_samples=4, quantile=1.5, generator=gen()
+    ),
+)
+case(
+    "sa.convergence_times n_seeds 0",
+    "n_seeds must be >= 1",
+    lambda: sa.convergence_times(
+        [(torch.tensor([0.5, 0.5]), 4)], eps=[0.1], n_seeds=0, steps=2, lr=1.0, n_samples=4, generator=gen()
+    ),
+)
+
+
 def _feature_prompts():
     return mf.FeaturePrompts(torch.zeros(3, 4, 2), torch.zeros(3, 4, 1), torch.zeros(3, 4))
 
 
 case("mf.init_particles width 0", "width must be >= 1", lambda: mf.init_particles(0, 2, 1, gen()))
-case("mf.init_particles no generator", "generator must be a torch.Generator", lambda: mf.init_particles(4, 2, 1,
-                                                                                                      None))
+case("mf.init_particles no generator", "generator must be a torch.Generator", lambda: mf.init_particles(4, 2, 1, None))
 case("mf.init_particles scale NaN", "scale must be", lambda: mf.init_particles(4, 2, 1, gen(), scale=NAN))
-case("mf.gp_perturbation size -1", "size must be > 0", lambda: mf.gp_perturbation(torch.zeros(4, 4), gen(), -1.0,
-                                                                                   1.0))
-case("mf.gp_perturbation bandwidth 0", "bandwidth must be > 0", lambda: mf.gp_perturbation(torch.zeros(4, 4), gen(),
-                                                                                           0.1, 0.0))
-case("mf.BirthDeathPerturbation size -1", "size must be > 0", lambda: mf.BirthDeathPerturbation(
-    lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), size=-1.0))
-case("mf.BirthDeathPerturbation bandwidth 0", "bandwidth must be > 0", lambda: mf.BirthDeathPerturbation(
-    lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), bandwidth=0.0))
-case("mf.BirthDeathPerturbation fraction 2", "fraction must be in", lambda: mf.BirthDeathPerturbation(
-    lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), fraction=2.0))
-case("mf.BirthDeathPerturbation sample_init not callable", "sample_init must be callable",
-     lambda: mf.BirthDeathPerturbation(lambda p: p.sum(), None, gen()))
-case("mf.BirthDeathPerturbation no generator", "generator must be a torch.Generator", lambda: mf.BirthDeathPerturbation(
-    lambda p: p.sum(), lambda c: torch.zeros(c, 4), None))
-case("mf.run_gradient_descent model 'mlp'", "model must be one of", lambda: mf.run_gradient_descent(
-    "mlp", _feature_prompts(), torch.zeros(4, 4), steps=1, eta=0.1))
-case("mf.run_gradient_descent eta 0", "eta must be > 0", lambda: mf.run_gradient_descent(
-    "static", _feature_prompts(), torch.zeros(4, 4), steps=1, eta=0.0))
-case("mf.run_gradient_descent data not prompts", "data must be a FeaturePrompts", lambda: mf.run_gradient_descent(
-    "static", torch.zeros(3, 2), torch.zeros(4, 4), steps=1, eta=0.1))
-case("mf.icl_loss one point per prompt", "at least 2 points", lambda: mf.icl_loss(
-    torch.zeros(4, 4), torch.eye(1), torch.zeros(3, 1, 2), torch.zeros(3, 1)))
-case("mf.FeaturePrompts y of wrong shape", "x must be \\(P, n, d\\)", lambda: mf.FeaturePrompts(
-    torch.zeros(3, 4, 2), torch.zeros(3, 4, 1), torch.zeros(3, 5)))
-case("mf.particle_spread float groups", "groups must be an integer tensor", lambda: mf.particle_spread(
-    torch.zeros(4, 3), torch.zeros(4)))
-case("mf.static_loss centered 'no'", "centered must be True or False", lambda: mf.static_loss(
-    torch.zeros(4, 4), torch.zeros(3, 1), torch.zeros(3, 2), k=1, centered="no"))
-case("mf.optimal_gamma ridge -1", "ridge must be > 0", lambda: mf.optimal_gamma(
-    torch.zeros(4, 4), torch.zeros(3, 2), k=1, ridge=-1.0))
-case("gd_beta.gd_beta_flow steps 0", "steps must be >= 1", lambda: gd_beta.gd_beta_flow(
-    LR, 4, {"beta0": torch.zeros(2), "gamma": torch.eye(2)}, steps=0, lr=0.1))
-case("gd_beta.gd_beta_hessian gamma 3x3", "gamma must", lambda: gd_beta.gd_beta_hessian(
-    LR, 4, torch.zeros(2), torch.eye(3)))
+case("mf.gp_perturbation size -1", "size must be > 0", lambda: mf.gp_perturbation(torch.zeros(4, 4), gen(), -1.0, 1.0))
+case(
+    "mf.gp_perturbation bandwidth 0",
+    "bandwidth must be > 0",
+    lambda: mf.gp_perturbation(torch.zeros(4, 4), gen(), 0.1, 0.0),
+)
+case(
+    "mf.BirthDeathPerturbation size -1",
+    "size must be > 0",
+    lambda: mf.BirthDeathPerturbation(lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), size=-1.0),
+)
+case(
+    "mf.BirthDeathPerturbation bandwidth 0",
+    "bandwidth must be > 0",
+    lambda: mf.BirthDeathPerturbation(lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), bandwidth=0.0),
+)
+case(
+    "mf.BirthDeathPerturbation fraction 2",
+    "fraction must be in",
+    lambda: mf.BirthDeathPerturbation(lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), fraction=2.0),
+)
+case(
+    "mf.BirthDeathPerturbation sample_init not callable",
+    "sample_init must be callable",
+    lambda: mf.BirthDeathPerturbation(lambda p: p.sum(), None, gen()),
+)
+case(
+    "mf.BirthDeathPerturbation no generator",
+    "generator must be a torch.Generator",
+    lambda: mf.BirthDeathPerturbation(lambda p: p.sum(), lambda c: torch.zeros(c, 4), None),
+)
+case(
+    "mf.run_gradient_descent model 'mlp'",
+    "model must be one of",
+    lambda: mf.run_gradient_descent("mlp", _feature_prompts(), torch.zeros(4, 4), steps=1, eta=0.1),
+)
+case(
+    "mf.run_gradient_descent eta 0",
+    "eta must be > 0",
+    lambda: mf.run_gradient_descent("static", _feature_prompts(), torch.zeros(4, 4), steps=1, eta=0.0),
+)
+case(
+    "mf.run_gradient_descent data not prompts",
+    "data must be a FeaturePrompts",
+    lambda: mf.run_gradient_descent("static", torch.zeros(3, 2), torch.zeros(4, 4), steps=1, eta=0.1),
+)
+case(
+    "mf.icl_loss one point per prompt",
+    "at least 2 points",
+    lambda: mf.icl_loss(torch.zeros(4, 4), torch.eye(1), torch.zeros(3, 1, 2), torch.zeros(3, 1)),
+)
+case(
+    "mf.FeaturePrompts y of wrong shape",
+    "x must be \\(P, n, d\\)",
+    lambda: mf.FeaturePrompts(torch.zeros(3, 4, 2), torch.zeros(3, 4, 1), torch.zeros(3, 5)),
+)
+case(
+    "mf.particle_spread float groups",
+    "groups must be an integer tensor",
+    lambda: mf.particle_spread(torch.zeros(4, 3), torch.zeros(4)),
+)
+case(
+    "mf.static_loss centered 'no'",
+    "centered must be True or False",
+    lambda: mf.static_loss(torch.zeros(4, 4), torch.zeros(3, 1), torch.zeros(3, 2), k=1, centered="no"),
+)
+case(
+    "mf.optimal_gamma ridge -1",
+    "ridge must be > 0",
+    lambda: mf.optimal_gamma(torch.zeros(4, 4), torch.zeros(3, 2), k=1, ridge=-1.0),
+)
+case(
+    "gd_beta.gd_beta_flow steps 0",
+    "steps must be >= 1",
+    lambda: gd_beta.gd_beta_flow(LR, 4, {"beta0": torch.zeros(2), "gamma": torch.eye(2)}, steps=0, lr=0.1),
+)
+case(
+    "gd_beta.gd_beta_hessian gamma 3x3",
+    "gamma must",
+    lambda: gd_beta.gd_beta_hessian(LR, 4, torch.zeros(2), torch.eye(3)),
+)
 
 # --- exact risks -----------------------------------------------------------------------------------------------
 case("optimal_gd_lr n 0", "n must be >= 1", lambda: exact.optimal_gd_lr(0, 2, 0.1))
 case("optimal_gd_lr prior_var 0", "prior_var must be > 0", lambda: exact.optimal_gd_lr(4, 2, 0.1, 0.0))
-case("gd_beta_risk of a nonparametric task", "task must be a LinearRegression", lambda: exact.gd_beta_risk(
-    FAMILIES["NonparametricTasks"], 4, torch.zeros(1), torch.eye(1)))
-case("gd_beta_risk beta0 of wrong length", r"beta0 must be a tensor of shape \(2,\)", lambda: exact.gd_beta_risk(
-    LR, 4, torch.zeros(3), torch.eye(2)))
-case("gd_beta_risk NaN gamma", "gamma must be finite", lambda: exact.gd_beta_risk(
-    LR, 4, torch.zeros(2), torch.full((2, 2), NAN)))
+case(
+    "gd_beta_risk of a nonparametric task",
+    "task must be a LinearRegression",
+    lambda: exact.gd_beta_risk(FAMILIES["NonparametricTasks"], 4, torch.zeros(1), torch.eye(1)),
+)
+case(
+    "gd_beta_risk beta0 of wrong length",
+    r"beta0 must be a tensor of shape \(2,\)",
+    lambda: exact.gd_beta_risk(LR, 4, torch.zeros(3), torch.eye(2)),
+)
+case(
+    "gd_beta_risk NaN gamma",
+    "gamma must be finite",
+    lambda: exact.gd_beta_risk(LR, 4, torch.zeros(2), torch.full((2, 2), NAN)),
+)
 case("optimal_gd_step n 1.5", "n must be an int", lambda: exact.optimal_gd_step(LR, 1.5))
 case("bayes_risk n_mc 1", "n_mc must be >= 2", lambda: exact.bayes_risk(LR, 4, gen(), n_mc=1))
-case("bayes_risk a task without posterior_mean", "task must", lambda: exact.bayes_risk(
-    FAMILIES["SingleIndexTasks"], 4, gen()))
-case("attention_gamma features not callable", "features must be callable", lambda: exact.attention_gamma(
-    None, FAMILIES["NonparametricTasks"], 4))
-case("attention_gamma points 0", "points must be >= 1", lambda: exact.attention_gamma(
-    FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, points=0))
-case("attention_risk NaN gamma", "gamma must be finite", lambda: exact.attention_risk(
-    FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, torch.full((8, 8), NAN)))
-case("attention_risk gamma of wrong size", "gamma must be a tensor of shape", lambda: exact.attention_risk(
-    FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, torch.eye(3)))
+case(
+    "bayes_risk a task without posterior_mean",
+    "task must",
+    lambda: exact.bayes_risk(FAMILIES["SingleIndexTasks"], 4, gen()),
+)
+case(
+    "attention_gamma features not callable",
+    "features must be callable",
+    lambda: exact.attention_gamma(None, FAMILIES["NonparametricTasks"], 4),
+)
+case(
+    "attention_gamma points 0",
+    "points must be >= 1",
+    lambda: exact.attention_gamma(FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, points=0),
+)
+case(
+    "attention_risk NaN gamma",
+    "gamma must be finite",
+    lambda: exact.attention_risk(
+        FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, torch.full((8, 8), NAN)
+    ),
+)
+case(
+    "attention_risk gamma of wrong size",
+    "gamma must be a tensor of shape",
+    lambda: exact.attention_risk(
+        FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, torch.eye(3)
+    ),
+)
 
 # --- settings --------------------------------------------------------------------------------------------------
 case("make_generator 'gpu'", "device='gpu' is not a device", lambda: config.make_generator(0, "gpu"))

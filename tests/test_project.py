@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -45,8 +47,10 @@ def undefined_glue(text: str) -> list[str]:
     code = "\n".join(re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.S | re.M))
     glued = set(re.findall(r"""["']([\w.-]+)["']""", code))
     # keys made by f-strings (glue(f"ch5_cfg_{name}", ...) in a loop): each {...} stands for a word
-    patterns = [re.sub(r"\\\{[^}]*\\\}", r"[\\w.-]+", re.escape(f))
-                for f in re.findall(r"""\bf["']([\w.{}-]*\{[^"']*)["']""", code)]
+    patterns = [
+        re.sub(r"\\\{[^}]*\\\}", r"[\\w.-]+", re.escape(f))
+        for f in re.findall(r"""\bf["']([\w.{}-]*\{[^"']*)["']""", code)
+    ]
     return sorted(k for k in pasted - glued if not any(re.fullmatch(p, k) for p in patterns))
 
 
@@ -85,7 +89,7 @@ def test_prose_names_chapters_by_reference_and_glues_what_it_pastes(path: Path):
 
 
 def test_the_prose_checks_can_fail():
-    text = "As chapter 3 shows, {glue:text}`ch9_x:.2f` and {glue}`ch9_y`.\n```{code-cell}\nglue(\"ch9_y\", 1)\n```\n"
+    text = 'As chapter 3 shows, {glue:text}`ch9_x:.2f` and {glue}`ch9_y`.\n```{code-cell}\nglue("ch9_y", 1)\n```\n'
     assert "ch9_x" in text  # named in the prose only, which does not count
     assert typed_chapter_numbers(text) == ["chapter 3"]
     assert undefined_glue(text) == ["ch9_x"]
@@ -138,6 +142,33 @@ def test_code_lines_fit_the_page(path: Path):
     # 88 characters fit the text column at the code cells' 12 px (book/_static/book.css); the browser test measures it
     import jupytext
 
-    long = [line for cell in jupytext.read(path).cells if cell.cell_type == "code"
-            for line in cell.source.split("\n") if len(line) > 88]
+    long = [
+        line
+        for cell in jupytext.read(path).cells
+        if cell.cell_type == "code"
+        for line in cell.source.split("\n")
+        if len(line) > 88
+    ]
     assert long == []
+
+
+def _ruff(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args, "--no-cache"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+
+
+def test_the_code_is_linted_and_formatted():
+    """ruff's lint rules and formatter, as pyproject.toml configures them, on every Python file of the project."""
+    lint, form = _ruff("check", "."), _ruff("format", "--check", ".")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert form.returncode == 0, f"run `ruff format .`:\n{form.stdout}{form.stderr}"
+
+
+def test_the_ruff_check_can_fail(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\nx = {'a':1}\n")
+    config = ("--config", str(ROOT / "pyproject.toml"))
+    lint, form = _ruff("check", *config, str(bad)), _ruff("format", "--check", *config, str(bad))
+    assert lint.returncode == 1 and "F401" in lint.stdout
+    assert form.returncode == 1 and "would be reformatted" in form.stdout

@@ -47,7 +47,7 @@ def test_prompt_validates_shapes():
         Prompt(x=x, y=torch.zeros(2, 4), x_query=torch.zeros(2, 4), y_query=torch.zeros(2))
     with pytest.raises(ValueError, match="x_query"):
         Prompt(x=x, y=torch.zeros(2, 3), x_query=torch.zeros(2, 5), y_query=torch.zeros(2))
-    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"x must be a torch.Tensor"):
         Prompt(x=[[0.0]], y=torch.zeros(2, 3), x_query=torch.zeros(2, 4), y_query=torch.zeros(2))
     with pytest.raises(ValueError, match="dtype"):
         Prompt(x=x, y=torch.zeros(2, 3, dtype=torch.float64), x_query=torch.zeros(2, 4), y_query=torch.zeros(2))
@@ -163,5 +163,5 @@ def test_squared_errors_at_the_query_or_at_every_point(gen):
     for shape in [(5, 4), (5, 1), (4,), (5, 5, 1), ()]:
         with pytest.raises(ValueError, match=r"predictions must have shape \(5,\) \(the query\) or \(5, 5\)"):
             squared_errors(torch.zeros(shape), p)
-    with pytest.raises(TypeError, match="predictions must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"predictions must be a torch.Tensor"):
         squared_errors([0.0] * 5, p)

@@ -2,7 +2,8 @@
 
 Each example draws the sizes and a seed; the data come from torch with that seed, so a failure is reproducible
 from the example hypothesis prints. Under CI=true the examples are derandomized (the same every run), so that CI
-never flakes; a local run explores new examples each time (that is how a tie in kernel ridge's leave-one-out choice of penalty was found).
+never flakes; a local run explores new examples each time (that is how a tie in kernel ridge's leave-one-out choice
+of penalty was found).
 """
 
 import os
@@ -26,8 +27,13 @@ from icl_utils.prompts import Prompt
 from icl_utils.tasks import LinearRegression
 
 sizes = st.fixed_dictionaries(
-    {"batch": st.integers(1, 4), "n": st.integers(0, 12), "dim": st.integers(1, 6), "seed": st.integers(0, 2**31),
-     "dtype": st.sampled_from([torch.float32, torch.float64])}
+    {
+        "batch": st.integers(1, 4),
+        "n": st.integers(0, 12),
+        "dim": st.integers(1, 6),
+        "seed": st.integers(0, 2**31),
+        "dtype": st.sampled_from([torch.float32, torch.float64]),
+    }
 )
 DERANDOMIZE = os.environ.get("CI", "").lower() == "true"
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=DERANDOMIZE)
@@ -67,14 +73,25 @@ def gd_beta(p):
 
 
 PERMUTATION_INVARIANT = {
-    "least squares": least_squares, "ridge": lambda p: ridge(p, 0.5), "Bayes": bayes, "averaging": averaging,
-    "one-step GD": lambda p: one_step_gd(p, 0.3), "LSA": lsa, "LTB": ltb, "GD-beta": gd_beta,
+    "least squares": least_squares,
+    "ridge": lambda p: ridge(p, 0.5),
+    "Bayes": bayes,
+    "averaging": averaging,
+    "one-step GD": lambda p: one_step_gd(p, 0.3),
+    "LSA": lsa,
+    "LTB": ltb,
+    "GD-beta": gd_beta,
 }
 # Linear in the labels: the prediction for c * y is c times the prediction for y. (Not the LSA or LTB, whose
 # prediction also has a term quadratic in y; not GD-beta with beta0 != 0, which is affine.)
 LINEAR_IN_Y = {
-    "least squares": least_squares, "ridge": lambda p: ridge(p, 0.5), "Bayes": bayes, "averaging": averaging,
-    "one-step GD": lambda p: one_step_gd(p, 0.3), "3-NN": nearest_neighbours, "kernel ridge": kernel_ridge,
+    "least squares": least_squares,
+    "ridge": lambda p: ridge(p, 0.5),
+    "Bayes": bayes,
+    "averaging": averaging,
+    "one-step GD": lambda p: one_step_gd(p, 0.3),
+    "3-NN": nearest_neighbours,
+    "kernel ridge": kernel_ridge,
 }
 
 
@@ -103,8 +120,9 @@ def test_rescaling_the_labels_rescales_the_prediction(name, size, scale):
     torch.testing.assert_close(estimator(scaled), scale * estimator(p), rtol=1e-3, atol=1e-4)
 
 
-PROMPT_ONLY = {name: f for name, f in {**PERMUTATION_INVARIANT, **LINEAR_IN_Y}.items()
-               if name not in ("LSA", "LTB", "GD-beta")}
+PROMPT_ONLY = {
+    name: f for name, f in {**PERMUTATION_INVARIANT, **LINEAR_IN_Y}.items() if name not in ("LSA", "LTB", "GD-beta")
+}
 
 
 @pytest.mark.parametrize("name", PROMPT_ONLY)
@@ -126,8 +144,13 @@ def test_float64_agrees_with_float32_and_no_context_gives_the_prior_guess(name, 
 
 
 @settings(max_examples=25, deadline=None, derandomize=DERANDOMIZE)
-@given(n=st.integers(1, 16), dim=st.integers(1, 6), noise=st.floats(0.1, 2.0),
-       lam=st.floats(1e-3, 1e2), seed=st.integers(0, 2**31))
+@given(
+    n=st.integers(1, 16),
+    dim=st.integers(1, 6),
+    noise=st.floats(0.1, 2.0),
+    lam=st.floats(1e-3, 1e2),
+    seed=st.integers(0, 2**31),
+)
 def test_bayes_is_never_beaten_by_ridge_with_another_penalty(n, dim, noise, lam, seed):
     """Under w ~ N(0, I) and noise sigma, the posterior mean (ridge with penalty sigma^2) has the least risk: any
     other penalty's Monte Carlo risk is not lower beyond 4 standard errors of the paired difference."""

@@ -69,7 +69,7 @@ def test_stage_two_ridge_matches_a_gradient_solve(chunk_elements, gen, monkeypat
         gamma = torch.zeros(width, width, dtype=torch.float64, requires_grad=True)
         opt = torch.optim.LBFGS([gamma], max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-14)
 
-        def closure():
+        def closure(opt=opt, a=a, f=f, y=y, gamma=gamma):
             opt.zero_grad()
             loss = (y - ((a @ gamma) * f).sum(1)).square().mean() + lam * gamma.square().sum()
             loss.backward()
@@ -100,8 +100,9 @@ def test_bad_arguments_raise_clear_errors(gen):
     with pytest.raises(ValueError, match="lams"):
         kernel_ridge(SingleIndexTasks(dim=3, subspace_dim=1).sample(2, 5, gen), lams=())
     with pytest.raises(TypeError, match="AttentionOnFeatures"):
-        fit_attention_ridge(torch.nn.Linear(2, 2), SingleIndexTasks(dim=2, subspace_dim=1), n_tasks=4, n=3,
-                            lam=1.0, generator=gen)
+        fit_attention_ridge(
+            torch.nn.Linear(2, 2), SingleIndexTasks(dim=2, subspace_dim=1), n_tasks=4, n=3, lam=1.0, generator=gen
+        )
     broken = FeatureAttention(2, 4)
     with torch.no_grad():
         broken.W[0, 0] = float("nan")
@@ -230,14 +231,20 @@ def test_subspace_fit_needs_a_task_with_a_basis_and_checks_before_changing_the_m
     with pytest.raises(ValueError, match="basis"):
         subspace_fit(model, LinearRegression(dim=4), stage2_tasks=8, stage2_n=4, lam=1e-3, generator=gen)
     with pytest.raises(ValueError, match="lam"):
-        subspace_fit(model, SingleIndexTasks(dim=4, subspace_dim=2), stage2_tasks=8, stage2_n=4, lam=0.0,
-                     generator=gen)
+        subspace_fit(model, SingleIndexTasks(dim=4, subspace_dim=2), stage2_tasks=8, stage2_n=4, lam=0.0, generator=gen)
     with pytest.raises(ValueError, match="basis"):  # a basis of another dimension
-        subspace_fit(model, SingleIndexTasks(dim=5, subspace_dim=2), stage2_tasks=8, stage2_n=4, lam=1e-3,
-                     generator=gen)
+        subspace_fit(
+            model, SingleIndexTasks(dim=5, subspace_dim=2), stage2_tasks=8, stage2_n=4, lam=1e-3, generator=gen
+        )
     with pytest.raises(TypeError, match="model must be a FeatureAttention"):
-        stage_two_fit(torch.nn.Linear(2, 2), SingleIndexTasks(dim=4, subspace_dim=2), stage2_tasks=8,
-                      stage2_n=4, lam=1e-3, generator=gen)
+        stage_two_fit(
+            torch.nn.Linear(2, 2),
+            SingleIndexTasks(dim=4, subspace_dim=2),
+            stage2_tasks=8,
+            stage2_n=4,
+            lam=1e-3,
+            generator=gen,
+        )
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
@@ -253,8 +260,7 @@ def test_hermite_coefficients_give_the_polynomials():
 @pytest.mark.parametrize("r, min_degree", [(1, 2), (3, 2), (2, 4)])
 def test_prompt_free_predictor_is_the_mean_over_tasks(r, min_degree, gen):
     """E[y | x] against the average label of many tasks at fixed inputs, and its risk against sampled prompts."""
-    task = SingleIndexTasks(dim=5, subspace_dim=r, min_degree=min_degree, max_degree=min_degree + 1,
-                            noise_std=0.2)
+    task = SingleIndexTasks(dim=5, subspace_dim=r, min_degree=min_degree, max_degree=min_degree + 1, noise_std=0.2)
     x = torch.randn(6, 5, generator=gen)
     beta = task.sample_directions(200_000, gen)
     coeffs = task.sample_links(200_000, gen)
@@ -358,7 +364,7 @@ def test_held_out_errors_score_many_queries_per_fitted_prompt(gen):
     from icl_utils import risk
 
     task = SingleIndexTasks(dim=3, subspace_dim=1, noise_std=0.1)
-    zero = risk.held_out_errors(lambda p: (lambda x: torch.zeros(x.shape[:2])), task, 5, 400, 50, gen)
+    zero = risk.held_out_errors(lambda p: lambda x: torch.zeros(x.shape[:2]), task, 5, 400, 50, gen)
     assert zero.shape == (400,)
     assert abs(zero.mean() - 1.01) < 4 * zero.std() / 20  # predicting zero: E y^2
     seen = {}

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from icl_utils.dynamics import softmax_attention as sa
-from icl_utils.tasks.discrete import DiscreteFeatures, imbalanced_probs
 from icl_utils.gd import gradient_descent
+from icl_utils.tasks.discrete import DiscreteFeatures, imbalanced_probs
 
 
 def test_features_are_orthonormal():
@@ -57,8 +57,10 @@ def test_reduced_loss_matches_the_token_level_model(gen):
     """The per-feature loss in closed form over tasks matches a Monte Carlo run of the d-dimensional model."""
     K, n = 4, 12
     task = DiscreteFeatures(dim=7, probs=imbalanced_probs(K, 0.5), seed=3)
-    w = torch.tensor([[1.5, -0.3, 0.2, 0.0], [0.4, 2.0, -0.5, 0.1], [0.0, 0.3, 1.0, -0.2], [-0.6, 0.0, 0.2, 0.8]],
-                     dtype=torch.float64)
+    w = torch.tensor(
+        [[1.5, -0.3, 0.2, 0.0], [0.4, 2.0, -0.5, 0.1], [0.0, 0.3, 1.0, -0.2], [-0.6, 0.0, 0.2, 0.8]],
+        dtype=torch.float64,
+    )
     q = task.features @ w @ task.features.T
     prompt, idx = task.sample_with_labels(200_000, n, gen)
     sq = 0.5 * (sa.predict(prompt, q.float()) - prompt.y_query).double().square()
@@ -77,14 +79,25 @@ def test_attention_rows_sum_to_one_and_skip_absent_features(gen):
 
 def test_gradient_descent_on_a_quadratic():
     target = torch.tensor([1.0, -2.0], dtype=torch.float64)
-    theta, hist = gradient_descent(lambda t: (t - target).square().sum(), torch.zeros(2, dtype=torch.float64),
-                                   steps=200, lr=0.1, record_every=50, progress=False)
+    theta, hist = gradient_descent(
+        lambda t: (t - target).square().sum(),
+        torch.zeros(2, dtype=torch.float64),
+        steps=200,
+        lr=0.1,
+        record_every=50,
+        progress=False,
+    )
     assert torch.allclose(theta, target, atol=1e-8)
     assert list(hist.steps) == [0, 50, 100, 150, 200]
     assert np.all(np.diff(hist.records["loss"]) < 0)
     with pytest.raises(FloatingPointError, match="step"):
-        gradient_descent(lambda t: (t * 1e200).square().sum() * 1e200, torch.ones(1, dtype=torch.float64),
-                         steps=5, lr=1.0, progress=False)
+        gradient_descent(
+            lambda t: (t * 1e200).square().sum() * 1e200,
+            torch.ones(1, dtype=torch.float64),
+            steps=5,
+            lr=1.0,
+            progress=False,
+        )
 
 
 @pytest.mark.parametrize("record_every", [1, 7, 1000])
@@ -93,8 +106,14 @@ def test_gradient_descent_names_the_first_diverged_step_however_rarely_it_record
     # while t = 2^k is still finite. The check runs at records only, and must still name step 512 (and the loss, a
     # number: "inf", not "[inf]").
     with pytest.raises(FloatingPointError, match=r"training loss became inf at step 512;"):
-        gradient_descent(lambda t: t.square().sum(), torch.ones(1, dtype=torch.float64), steps=600, lr=1.5,
-                         record_every=record_every, progress=False)
+        gradient_descent(
+            lambda t: t.square().sum(),
+            torch.ones(1, dtype=torch.float64),
+            steps=600,
+            lr=1.5,
+            record_every=record_every,
+            progress=False,
+        )
 
 
 def test_gradient_descent_reports_divergence_behind_a_failed_factorization():
@@ -105,24 +124,38 @@ def test_gradient_descent_reports_divergence_behind_a_failed_factorization():
         return t.square().sum() * 1e300 * chol.diagonal().sum()
 
     with pytest.raises(FloatingPointError, match="at step 0"):
-        gradient_descent(loss, torch.full((2,), 1e10, dtype=torch.float64), steps=50, lr=1.0, record_every=100,
-                         progress=False)
+        gradient_descent(
+            loss, torch.full((2,), 1e10, dtype=torch.float64), steps=50, lr=1.0, record_every=100, progress=False
+        )
 
 
 def test_run_gradient_descent_is_gradient_descent_on_the_population_loss():
     """run_gradient_descent (formerly softmax_attention.train) runs gd.gradient_descent on L(W) from W = 0 over a
     fixed sample of counts, recording W, every L_k and the attention; the loss falls."""
     probs = imbalanced_probs(3, 0.6)
-    w, hist = sa.run_gradient_descent(probs, 6, steps=40, lr=0.5, n_samples=64,
-                                      generator=torch.Generator().manual_seed(2), record_every=10, progress=False)
+    w, hist = sa.run_gradient_descent(
+        probs,
+        6,
+        steps=40,
+        lr=0.5,
+        n_samples=64,
+        generator=torch.Generator().manual_seed(2),
+        record_every=10,
+        progress=False,
+    )
     assert list(hist.steps) == [0, 10, 20, 30, 40] and set(hist.records) == {"W", "loss_k", "attn"}
     assert hist.records["W"].shape == (5, 3, 3) and hist.records["loss_k"].shape == (5, 3)
     assert hist.records["attn"].shape == (5, 3, 3) and torch.equal(torch.as_tensor(hist.records["W"][-1]), w)
     total = (hist.records["loss_k"] * probs.numpy()).sum(1)
     assert np.all(np.diff(total) < 0)
     counts = sa.sample_counts(probs, 6, 64, torch.Generator().manual_seed(2))
-    direct, _ = gradient_descent(lambda v: sa.population_loss(v, counts, probs), torch.zeros(3, 3, dtype=torch.float64),
-                                 steps=40, lr=0.5, progress=False)
+    direct, _ = gradient_descent(
+        lambda v: sa.population_loss(v, counts, probs),
+        torch.zeros(3, 3, dtype=torch.float64),
+        steps=40,
+        lr=0.5,
+        progress=False,
+    )
     assert torch.equal(direct, w)
 
 
@@ -130,10 +163,19 @@ def test_first_only_times_are_the_first_feature_crossings_of_the_same_descent():
     probs = imbalanced_probs(4, 0.5)
     levels = (0.04, 0.01)
     kw = dict(eps=levels, n_seeds=2, lr=1.0, n_samples=64, record_every=1, progress=False)
-    got = sa.convergence_times([(probs, 24)], steps=80, first_only=True,
-                               generator=torch.Generator().manual_seed(3), **kw)
-    _, hist = sa.run_gradient_descent(probs.expand(2, -1), 24, steps=80, lr=1.0, n_samples=64,
-                                      generator=torch.Generator().manual_seed(3), record_every=1, progress=False)
+    got = sa.convergence_times(
+        [(probs, 24)], steps=80, first_only=True, generator=torch.Generator().manual_seed(3), **kw
+    )
+    _, hist = sa.run_gradient_descent(
+        probs.expand(2, -1),
+        24,
+        steps=80,
+        lr=1.0,
+        n_samples=64,
+        generator=torch.Generator().manual_seed(3),
+        record_every=1,
+        progress=False,
+    )
     for r in range(2):
         for j, level in enumerate(levels):
             assert got.first[0, r, j] == sa.convergence_steps(hist.steps, hist.records["loss_k"][:, r], level)[0]
@@ -159,12 +201,28 @@ def test_doubling_increments_tell_saturation_log_and_power_laws_apart():
         sa.doubling_increments([4, 8, 32, 64], np.ones((4, 1)))
     with pytest.raises(ValueError, match="shape"):
         sa.doubling_increments(ks, np.ones(len(ks)))
-    runs = sa.run_gradient_descent(imbalanced_probs(3, 0.5).expand(2, -1), 12, steps=2, lr=1.0, n_samples=8,
-                                   generator=torch.Generator().manual_seed(0), progress=False)[1]
+    runs = sa.run_gradient_descent(
+        imbalanced_probs(3, 0.5).expand(2, -1),
+        12,
+        steps=2,
+        lr=1.0,
+        n_samples=8,
+        generator=torch.Generator().manual_seed(0),
+        progress=False,
+    )[1]
     assert runs.runs == 2 and runs.run(1).records["loss_k"].shape == (2, 3)
     with pytest.raises(ValueError, match="stop_on"):
-        sa.run_gradient_descent(imbalanced_probs(3, 0.5), 12, steps=2, lr=1.0, n_samples=8, stop_below=0.1,
-                                stop_on=3, generator=torch.Generator(), progress=False)
+        sa.run_gradient_descent(
+            imbalanced_probs(3, 0.5),
+            12,
+            steps=2,
+            lr=1.0,
+            n_samples=8,
+            stop_below=0.1,
+            stop_on=3,
+            generator=torch.Generator(),
+            progress=False,
+        )
 
 
 def test_calibrate_bound_recovers_the_constants_of_times_on_the_bound():
@@ -177,8 +235,9 @@ def test_calibrate_bound_recovers_the_constants_of_times_on_the_bound():
     assert fit.ratio.shape == (4, 2) and fit.allowance == pytest.approx(0.1 + np.abs(fit.ratio[:2] - 1).max())
     np.testing.assert_allclose(fit.ratio, fit.ratio[0, 0], rtol=1e-6)  # one law everywhere: one ratio
     assert fit.held_out == pytest.approx(fit.ratio[2:].max())
-    faster = sa.ConvergenceTimes(eps=levels, first=spread, rest=spread * (ks[:, None, None] / 4.0) ** 2,
-                                 concentration=spread)
+    faster = sa.ConvergenceTimes(
+        eps=levels, first=spread, rest=spread * (ks[:, None, None] / 4.0) ** 2, concentration=spread
+    )
     assert sa.calibrate_bound(faster, ks, 2, 1.0).held_out > 1.5  # a law that outgrows the bound breaks it
     with pytest.raises(ValueError, match="leave at least one K"):
         sa.calibrate_bound(times, ks, 4, 1.0)

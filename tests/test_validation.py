@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from icl_utils import checks, risk
-from icl_utils.estimators import bayes_linear_regression, kernel_ridge, ridge
 from icl_utils.dynamics import softmax_attention as sa
+from icl_utils.estimators import bayes_linear_regression, kernel_ridge, ridge
 from icl_utils.gd import gradient_descent
 from icl_utils.models import LTB, FeatureAttention, GDBeta, GPTConfig, ICLTransformer, MLPAttention
 from icl_utils.models.feature_attention import one_step_feature_update, two_stage_fit
@@ -21,8 +21,12 @@ G = torch.Generator().manual_seed(0)
 
 
 def prompt(batch=2, n=3, d=2, dtype=torch.float32):
-    return Prompt(torch.zeros(batch, n, d, dtype=dtype), torch.zeros(batch, n, dtype=dtype),
-                  torch.zeros(batch, d, dtype=dtype), torch.zeros(batch, dtype=dtype))
+    return Prompt(
+        torch.zeros(batch, n, d, dtype=dtype),
+        torch.zeros(batch, n, dtype=dtype),
+        torch.zeros(batch, d, dtype=dtype),
+        torch.zeros(batch, dtype=dtype),
+    )
 
 
 def gpt(d=2, n_context=3):
@@ -35,92 +39,197 @@ def config(**kw):
 
 CASES = {
     # wrong shapes
-    "x not 3-d": (ValueError, "x must have 3 dimensions", lambda: Prompt(torch.zeros(2, 3), torch.zeros(2, 3),
-                                                                         torch.zeros(2, 1), torch.zeros(2))),
-    "y does not match x": (ValueError, "y must have shape", lambda: Prompt(torch.zeros(2, 3, 1), torch.zeros(2, 4),
-                                                                           torch.zeros(2, 1), torch.zeros(2))),
-    "projection basis shape": (ValueError, "basis must be a", lambda: projection_mass(torch.ones(3, 4),
-                                                                                    torch.ones(5, 2))),
+    "x not 3-d": (
+        ValueError,
+        "x must have 3 dimensions",
+        lambda: Prompt(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 1), torch.zeros(2)),
+    ),
+    "y does not match x": (
+        ValueError,
+        "y must have shape",
+        lambda: Prompt(torch.zeros(2, 3, 1), torch.zeros(2, 4), torch.zeros(2, 1), torch.zeros(2)),
+    ),
+    "projection basis shape": (
+        ValueError,
+        "basis must be a",
+        lambda: projection_mass(torch.ones(3, 4), torch.ones(5, 2)),
+    ),
     # dimensions that do not match
     "prompt dim vs GPT": (ValueError, "n_dims", lambda: gpt(d=3)(prompt(d=2))),
     "prompt too long for GPT": (ValueError, "n_context=2", lambda: gpt(n_context=2)(prompt(n=3))),
     "prompt dim vs LTB": (ValueError, "dim=3", lambda: LTB(3)(prompt(d=2))),
-    "prior mean length": (ValueError, r"prior_mean must have shape \(3,\)", lambda: LinearRegression(
-        dim=3, prior_mean=torch.zeros(2))),
+    "prior mean length": (
+        ValueError,
+        r"prior_mean must have shape \(3,\)",
+        lambda: LinearRegression(dim=3, prior_mean=torch.zeros(2)),
+    ),
     "GD-beta gamma shape": (ValueError, r"gamma must have shape \(2, 2\)", lambda: GDBeta(2, gamma=torch.eye(3))),
     "subspace larger than d": (ValueError, "subspace_dim", lambda: SingleIndexTasks(dim=3, subspace_dim=4)),
     # sizes below 1
     "zero training steps": (ValueError, "steps must be >= 1", lambda: config(steps=0)),
     "zero batch": (ValueError, "batch must be >= 1", lambda: LinearRegression(dim=2).sample(0, 3, G)),
     "model_errors chunk 0": (ValueError, "chunk_size must be >= 1", lambda: risk.model_errors(LTB(2), prompt(), 0)),
-    "output neither per point nor per query": (ValueError, "predictions must have shape", lambda: squared_errors(
-        torch.zeros(2, 3), prompt(n=3))),
-    "estimator output of shape (B, 1)": (ValueError, r"one prediction per prompt, shape \(2,\), got \(2, 1\)",
-                                         lambda: risk.query_risk(lambda p: p.y_query[:, None], LinearRegression(dim=2),
-                                                                 3, 2, G)),
-    "model_errors on a tensor": (TypeError, "prompt must be an icl_utils.Prompt", lambda: risk.model_errors(
-        LTB(2), torch.zeros(2, 3, 2))),
-    "curriculum every 0": (ValueError, "every must be >= 1", lambda: Curriculum(dims=(1, 2), n_context=(1, 2),
-                                                                                every=0)),
-    "one Monte Carlo prompt": (ValueError, "n_prompts must be >= 2", lambda: risk.query_risk(
-        lambda p: p.y_query, LinearRegression(dim=2), 3, 1, G)),
+    "output neither per point nor per query": (
+        ValueError,
+        "predictions must have shape",
+        lambda: squared_errors(torch.zeros(2, 3), prompt(n=3)),
+    ),
+    "estimator output of shape (B, 1)": (
+        ValueError,
+        r"one prediction per prompt, shape \(2,\), got \(2, 1\)",
+        lambda: risk.query_risk(lambda p: p.y_query[:, None], LinearRegression(dim=2), 3, 2, G),
+    ),
+    "model_errors on a tensor": (
+        TypeError,
+        "prompt must be an icl_utils.Prompt",
+        lambda: risk.model_errors(LTB(2), torch.zeros(2, 3, 2)),
+    ),
+    "curriculum every 0": (
+        ValueError,
+        "every must be >= 1",
+        lambda: Curriculum(dims=(1, 2), n_context=(1, 2), every=0),
+    ),
+    "one Monte Carlo prompt": (
+        ValueError,
+        "n_prompts must be >= 2",
+        lambda: risk.query_risk(lambda p: p.y_query, LinearRegression(dim=2), 3, 1, G),
+    ),
     "non-positive ridge penalty": (ValueError, "lam must be > 0", lambda: ridge(prompt(), 0.0)),
     "zero feature width": (ValueError, "width must be >= 1", lambda: FeatureAttention(2, 0, generator=G)),
     # probabilities
-    "probabilities not summing to 1": (ValueError, "sum to 1", lambda: DiscreteFeatures(
-        dim=3, probs=torch.tensor([0.6, 0.6]))),
-    "NaN probability": (ValueError, "positive", lambda: sa.sample_counts(torch.tensor([float("nan"), 1.0]), 3, 4,
-                                                                         G)),
+    "probabilities not summing to 1": (
+        ValueError,
+        "sum to 1",
+        lambda: DiscreteFeatures(dim=3, probs=torch.tensor([0.6, 0.6])),
+    ),
+    "NaN probability": (ValueError, "positive", lambda: sa.sample_counts(torch.tensor([float("nan"), 1.0]), 3, 4, G)),
     # covariances
-    "asymmetric covariance": (ValueError, "prior_cov must be symmetric", lambda: LinearRegression(
-        dim=2, prior_cov=torch.tensor([[1.0, 0.5], [0.0, 1.0]]))),
-    "indefinite covariance": (ValueError, "x_cov must be positive semi-definite", lambda: LinearRegression(
-        dim=2, x_cov=torch.tensor([[1.0, 2.0], [2.0, 1.0]]))),
-    "negative noise variance": (ValueError, "noise_var must be >= 0", lambda: bayes_linear_regression(
-        prompt(), torch.zeros(2), torch.eye(2), -1.0)),
+    "asymmetric covariance": (
+        ValueError,
+        "prior_cov must be symmetric",
+        lambda: LinearRegression(dim=2, prior_cov=torch.tensor([[1.0, 0.5], [0.0, 1.0]])),
+    ),
+    "indefinite covariance": (
+        ValueError,
+        "x_cov must be positive semi-definite",
+        lambda: LinearRegression(dim=2, x_cov=torch.tensor([[1.0, 2.0], [2.0, 1.0]])),
+    ),
+    "negative noise variance": (
+        ValueError,
+        "noise_var must be >= 0",
+        lambda: bayes_linear_regression(prompt(), torch.zeros(2), torch.eye(2), -1.0),
+    ),
     # devices and dtypes
-    "prompt fields of two dtypes": (ValueError, "share device and dtype", lambda: Prompt(
-        torch.zeros(2, 3, 1), torch.zeros(2, 3, dtype=torch.float64), torch.zeros(2, 1), torch.zeros(2))),
-    "float64 prompt into a float32 model": (ValueError, "parameters are torch.float32", lambda: gpt()(
-        prompt(dtype=torch.float64))),
-    "integer prompt": (TypeError, "floating-point", lambda: Prompt(torch.zeros(2, 3, 1, dtype=torch.long),
-                                                                   torch.zeros(2, 3), torch.zeros(2, 1),
-                                                                   torch.zeros(2))),
+    "prompt fields of two dtypes": (
+        ValueError,
+        "share device and dtype",
+        lambda: Prompt(torch.zeros(2, 3, 1), torch.zeros(2, 3, dtype=torch.float64), torch.zeros(2, 1), torch.zeros(2)),
+    ),
+    "float64 prompt into a float32 model": (
+        ValueError,
+        "parameters are torch.float32",
+        lambda: gpt()(prompt(dtype=torch.float64)),
+    ),
+    "integer prompt": (
+        TypeError,
+        "floating-point",
+        lambda: Prompt(torch.zeros(2, 3, 1, dtype=torch.long), torch.zeros(2, 3), torch.zeros(2, 1), torch.zeros(2)),
+    ),
     # wrong types
-    "generator missing": (TypeError, "generator must be a torch.Generator", lambda: train(
-        gpt(), LinearRegression(dim=2), config(), generator=None)),
-    "model not a module": (TypeError, "model must be a torch.nn.Module", lambda: train(
-        "gpt", LinearRegression(dim=2), config(), generator=G)),
-    "ensemble of nothing": (TypeError, "models must be a non-empty list", lambda: train_ensemble(
-        [], LinearRegression(dim=2), config(), generator=G)),
-    "training settings as keywords": (TypeError, "config must be a TrainConfig", lambda: train(
-        gpt(), LinearRegression(dim=2), {"steps": 1}, generator=G)),
-    "curriculum on a task without active_dims": (ValueError, "active_dims", lambda: train(
-        gpt(d=3), SingleIndexTasks(dim=3, subspace_dim=1),
-        config(curriculum=Curriculum(dims=(1, 3), n_context=(1, 3), every=1)), generator=G)),
-    "task that is not a task family": (TypeError, "task must be a task family", lambda: train(
-        gpt(), "linear", config(), generator=G)),
-    "stage 1 on an MLP attention": (TypeError, "model must be a FeatureAttention", lambda: one_step_feature_update(
-        MLPAttention(2, 4), LinearRegression(dim=2), n_tasks=4, n=3, lr=1.0, weight_decay=1.0, generator=G)),
-    "two-stage fit of an LTB": (TypeError, "model must be a FeatureAttention", lambda: two_stage_fit(
-        LTB(2), LinearRegression(dim=2), stage1_tasks=4, stage1_n=3, stage2_tasks=4, stage2_n=3, lam=1.0,
-        generator=G)),
-    "estimator given a tensor": (TypeError, "prompt must be an icl_utils.Prompt", lambda: kernel_ridge(
-        torch.zeros(2, 3, 1))),
+    "generator missing": (
+        TypeError,
+        "generator must be a torch.Generator",
+        lambda: train(gpt(), LinearRegression(dim=2), config(), generator=None),
+    ),
+    "model not a module": (
+        TypeError,
+        "model must be a torch.nn.Module",
+        lambda: train("gpt", LinearRegression(dim=2), config(), generator=G),
+    ),
+    "ensemble of nothing": (
+        TypeError,
+        "models must be a non-empty list",
+        lambda: train_ensemble([], LinearRegression(dim=2), config(), generator=G),
+    ),
+    "training settings as keywords": (
+        TypeError,
+        "config must be a TrainConfig",
+        lambda: train(gpt(), LinearRegression(dim=2), {"steps": 1}, generator=G),
+    ),
+    "curriculum on a task without active_dims": (
+        ValueError,
+        "active_dims",
+        lambda: train(
+            gpt(d=3),
+            SingleIndexTasks(dim=3, subspace_dim=1),
+            config(curriculum=Curriculum(dims=(1, 3), n_context=(1, 3), every=1)),
+            generator=G,
+        ),
+    ),
+    "task that is not a task family": (
+        TypeError,
+        "task must be a task family",
+        lambda: train(gpt(), "linear", config(), generator=G),
+    ),
+    "stage 1 on an MLP attention": (
+        TypeError,
+        "model must be a FeatureAttention",
+        lambda: one_step_feature_update(
+            MLPAttention(2, 4), LinearRegression(dim=2), n_tasks=4, n=3, lr=1.0, weight_decay=1.0, generator=G
+        ),
+    ),
+    "two-stage fit of an LTB": (
+        TypeError,
+        "model must be a FeatureAttention",
+        lambda: two_stage_fit(
+            LTB(2),
+            LinearRegression(dim=2),
+            stage1_tasks=4,
+            stage1_n=3,
+            stage2_tasks=4,
+            stage2_n=3,
+            lam=1.0,
+            generator=G,
+        ),
+    ),
+    "estimator given a tensor": (
+        TypeError,
+        "prompt must be an icl_utils.Prompt",
+        lambda: kernel_ridge(torch.zeros(2, 3, 1)),
+    ),
     "joining prompts of two lengths": (ValueError, "must share n, d", lambda: Prompt.cat([prompt(n=3), prompt(n=4)])),
-    "loss that is not a scalar": (TypeError, "loss_fn must return a scalar tensor", lambda: gradient_descent(
-        lambda t: t.square(), torch.ones(2), steps=1, lr=0.1, progress=False)),
-    "per-coordinate lr tensor": (TypeError, "lr must be a real number, got Tensor", lambda: gradient_descent(
-        lambda t: t.square().sum(), torch.ones(2), steps=1, lr=torch.tensor([0.1, 0.2]), progress=False)),
-    "lr dict naming another block": (ValueError, "lr must name the same blocks as init", lambda: gradient_descent(
-        lambda t: t["a"].sum(), {"a": torch.ones(2)}, steps=1, lr={"b": 0.1}, progress=False)),
-    "block that is not a tensor": (TypeError, r"init\['b'\] must be a floating-point tensor", lambda: gradient_descent(
-        lambda t: t["a"].sum(), {"a": torch.ones(2), "b": [1.0]}, steps=1, lr=0.1, progress=False)),
+    "loss that is not a scalar": (
+        TypeError,
+        "loss_fn must return a scalar tensor",
+        lambda: gradient_descent(lambda t: t.square(), torch.ones(2), steps=1, lr=0.1, progress=False),
+    ),
+    "per-coordinate lr tensor": (
+        TypeError,
+        "lr must be a real number, got Tensor",
+        lambda: gradient_descent(
+            lambda t: t.square().sum(), torch.ones(2), steps=1, lr=torch.tensor([0.1, 0.2]), progress=False
+        ),
+    ),
+    "lr dict naming another block": (
+        ValueError,
+        "lr must name the same blocks as init",
+        lambda: gradient_descent(lambda t: t["a"].sum(), {"a": torch.ones(2)}, steps=1, lr={"b": 0.1}, progress=False),
+    ),
+    "block that is not a tensor": (
+        TypeError,
+        r"init\['b'\] must be a floating-point tensor",
+        lambda: gradient_descent(
+            lambda t: t["a"].sum(), {"a": torch.ones(2), "b": [1.0]}, steps=1, lr=0.1, progress=False
+        ),
+    ),
     "joining nothing": (TypeError, "non-empty list of icl_utils.Prompt", lambda: Prompt.cat([])),
     "splitting into pieces of 0": (ValueError, "size must be an int >= 1", lambda: prompt().split(0)),
     "bool as an int": (TypeError, "steps must be an int", lambda: checks.positive_int("steps", True)),
-    "infinite float": (ValueError, "lr must be > 0 and finite", lambda: checks.nonnegative_float(
-        "lr", float("inf"), strict=True)),
+    "infinite float": (
+        ValueError,
+        "lr must be > 0 and finite",
+        lambda: checks.nonnegative_float("lr", float("inf"), strict=True),
+    ),
 }
 
 
@@ -144,11 +253,11 @@ def test_nonfinite_values_can_be_allowed_explicitly():
     estimator (and its prediction is NaN), outside it is a named error."""
     p = prompt()
     bad = Prompt(p.x, p.y.clone().fill_(float("nan")), p.x_query, p.y_query)
-    with pytest.raises(ValueError, match="prompt.y holds 6 NaN or infinite value"):
+    with pytest.raises(ValueError, match=r"prompt.y holds 6 NaN or infinite value"):
         ridge(bad, 1.0)
     with checks.nonfinite_allowed():
         assert torch.isnan(ridge(bad, 1.0)).all()
-    with pytest.raises(ValueError, match="prompt.y holds"):
+    with pytest.raises(ValueError, match=r"prompt.y holds"):
         ridge(bad, 1.0)
 
 

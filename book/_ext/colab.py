@@ -25,13 +25,13 @@ OUT = ROOT / "colab"
 CHAPTERS = "0[0-9]_*.md"
 COLAB = "https://colab.research.google.com/github"
 
-INSTALL = '''# On Colab: install the book's package from its repository, and myst-nb for the chapter's glue (without its
+INSTALL = """# On Colab: install the book's package from its repository, and myst-nb for the chapter's glue (without its
 # dependencies, Sphinx among them: glue needs only IPython, which Colab has, as it has PyTorch, NumPy and tqdm).
 import sys
 
 if "google.colab" in sys.modules:
     %pip install --quiet --no-deps "icl_utils @ git+{repository}@{branch}"
-    %pip install --quiet --no-deps myst-nb==1.4.0'''
+    %pip install --quiet --no-deps myst-nb==1.4.0"""
 
 
 def _repository() -> tuple[str, str]:
@@ -64,8 +64,11 @@ def notebook_text(source: Path) -> str:
 def stale() -> list[str]:
     """The copies in ``colab/`` that are missing, out of date, or left from a chapter that is gone."""
     sources = {p.stem: p for p in sorted(SOURCES.glob(CHAPTERS))}
-    wrong = [f"colab/{s}.ipynb" for s, p in sources.items()
-             if not (OUT / f"{s}.ipynb").exists() or (OUT / f"{s}.ipynb").read_text(encoding="utf-8") != notebook_text(p)]
+    wrong = [
+        f"colab/{s}.ipynb"
+        for s, p in sources.items()
+        if not (OUT / f"{s}.ipynb").exists() or (OUT / f"{s}.ipynb").read_text(encoding="utf-8") != notebook_text(p)
+    ]
     wrong += [f"colab/{p.name} (no chapter)" for p in sorted(OUT.glob("*.ipynb")) if p.stem not in sources]
     return wrong
 
@@ -87,13 +90,15 @@ def _add_button(app, pagename, templatename, context, doctree) -> None:
         return
     repository, branch = _repository()
     path = repository.removeprefix("https://github.com/")
-    menu["buttons"].append({
-        "type": "link",
-        "text": "Colab",
-        "tooltip": "Launch on Colab",
-        "icon": "_static/images/logo_colab.png",
-        "url": f"{COLAB}/{path}/blob/{branch}/colab/{copy.name}",
-    })
+    menu["buttons"].append(
+        {
+            "type": "link",
+            "text": "Colab",
+            "tooltip": "Launch on Colab",
+            "icon": "_static/images/logo_colab.png",
+            "url": f"{COLAB}/{path}/blob/{branch}/colab/{copy.name}",
+        }
+    )
 
 
 def setup(app):

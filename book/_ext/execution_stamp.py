@@ -99,9 +99,14 @@ def load() -> dict[str, dict]:
     record = _read_json(RECORD)
     if not isinstance(record, dict):
         return {}
-    return {name: entry for name, entry in record.items() if isinstance(entry, dict)
-            and isinstance(entry.get("stamp"), dict) and isinstance(entry.get("executed"), str)
-            and isinstance(entry.get("ledger"), (dict, type(None)))}
+    return {
+        name: entry
+        for name, entry in record.items()
+        if isinstance(entry, dict)
+        and isinstance(entry.get("stamp"), dict)
+        and isinstance(entry.get("executed"), str)
+        and isinstance(entry.get("ledger"), (dict, type(None)))
+    }
 
 
 def stale(notebook: Path, record: dict[str, dict] | None = None) -> str:
@@ -128,8 +133,11 @@ def error_outputs(nb: dict) -> list[str]:
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
             continue
-        found += [f"cell {i}: {out.get('ename')}: {out.get('evalue')}" for out in cell.get("outputs", [])
-                  if out["output_type"] == "error"]
+        found += [
+            f"cell {i}: {out.get('ename')}: {out.get('evalue')}"
+            for out in cell.get("outputs", [])
+            if out["output_type"] == "error"
+        ]
         if "".join(cell.get("source", "")).strip() and cell.get("execution_count") is None:
             found.append(f"cell {i}: not executed")
     return found
@@ -172,23 +180,28 @@ def setup(app):
         # chapters an incremental build does not execute keep the time of the build that last did
         times["build"] = started
         times["notebooks"] = {k: v for k, v in times["notebooks"].items() if (NOTEBOOKS / f"{k}.md").exists()}
-        times["notebooks"][name] = {"seconds": round(data["runtime"] or 0.0, 1), "mode": config.mode(),
-                                    "build": started,
-                                    # set by quiet_build.py when the machine was busy as the kernel started
-                                    "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "default")}
+        times["notebooks"][name] = {
+            "seconds": round(data["runtime"] or 0.0, 1),
+            "mode": config.mode(),
+            "build": started,
+            # set by quiet_build.py when the machine was busy as the kernel started
+            "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "default"),
+        }
         write_json(TIMES, times)
 
     def on_finished(app, exception) -> None:
         if not taken:
             return
-        record = {name: entry for name, entry in load().items()
-                  if is_chapter(NOTEBOOKS / f"{name}.md") and (NOTEBOOKS / f"{name}.md").exists()}
+        record = {
+            name: entry
+            for name, entry in load().items()
+            if is_chapter(NOTEBOOKS / f"{name}.md") and (NOTEBOOKS / f"{name}.md").exists()
+        }
         for name, entry in taken.items():
             notebook = NOTEBOOKS / f"{name}.md"
             record.pop(name, None)
             executed, ledger = executed_path(notebook), _ledger(ledger_path(notebook), entry["read_at"])
-            if (exception is None and executed_here(entry) and executed.exists()
-                    and stamp(notebook) == entry["stamp"]):
+            if exception is None and executed_here(entry) and executed.exists() and stamp(notebook) == entry["stamp"]:
                 record[name] = {"stamp": entry["stamp"], "executed": file_hash(executed), "ledger": ledger}
         write_json(RECORD, record)
 

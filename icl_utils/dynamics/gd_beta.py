@@ -25,7 +25,8 @@ def _dim(task: object) -> int:
 
 
 def gd_beta_hessian(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tensor:
-    """The Hessian of :func:`~icl_utils.exact.gd_beta_risk` in ``(beta0, Gamma)`` at one point, shape ``(d + d^2, d + d^2)``, float64.
+    """The Hessian of :func:`~icl_utils.exact.gd_beta_risk` in ``(beta0, Gamma)`` at one point, shape ``(d + d^2, d +
+    d^2)``, float64.
 
     Coordinates are ``beta0`` first, then ``Gamma`` row by row. The risk is a polynomial of degree four and is not
     convex: at the origin this Hessian has negative eigenvalues.
@@ -40,7 +41,13 @@ def gd_beta_hessian(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tenso
 
 
 def gd_beta_flow(
-    task: object, n: int, init: dict[str, Tensor], *, steps: int, lr: float, record_every: int = 1,
+    task: object,
+    n: int,
+    init: dict[str, Tensor],
+    *,
+    steps: int,
+    lr: float,
+    record_every: int = 1,
     progress: bool = False,
 ) -> GDHistory:
     """Small-step gradient descent (a proxy for gradient flow) on the exact GD-beta risk
@@ -54,8 +61,10 @@ def gd_beta_flow(
     d = _dim(task)
     if not isinstance(init, dict) or set(init) != {"beta0", "gamma"}:
         raise ValueError('init must be a dict {"beta0": (d,) tensor, "gamma": (d, d) tensor}')
-    init = {"beta0": checks.vector("init['beta0']", init["beta0"], d),
-            "gamma": checks.matrix("init['gamma']", init["gamma"], d)}
+    init = {
+        "beta0": checks.vector("init['beta0']", init["beta0"], d),
+        "gamma": checks.matrix("init['gamma']", init["gamma"], d),
+    }
     mean, gamma_star = task.mean(), optimal_gd_step(task, n)
     best = gd_beta_risk(task, n, mean, gamma_star).item()
 
@@ -66,6 +75,14 @@ def gd_beta_flow(
         error = (theta["beta0"] - mean).square().sum() + (theta["gamma"] - gamma_star).square().sum()
         return {"excess risk": loss(theta) - best, "parameter error": torch.sqrt(error)}
 
-    _, history = gradient_descent(loss, init, steps=steps, lr=lr, record=distances, record_every=record_every,
-                                  progress=progress, desc="GD-beta flow")
+    _, history = gradient_descent(
+        loss,
+        init,
+        steps=steps,
+        lr=lr,
+        record=distances,
+        record_every=record_every,
+        progress=progress,
+        desc="GD-beta flow",
+    )
     return history

@@ -41,8 +41,9 @@ from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.tasks.features import sigmoid_network
 
 
-def init_particles(width: int, dim: int, k: int, generator: torch.Generator, scale: float = 1.0,
-                   seeds: int | None = None) -> Tensor:
+def init_particles(
+    width: int, dim: int, k: int, generator: torch.Generator, scale: float = 1.0, seeds: int | None = None
+) -> Tensor:
     """``width`` particles from the initial distribution ``rho_0``: ``a ~ N(0, I_k)``, ``w ~ N(0, (scale^2/d) I)``,
     ``b ~ N(0, 1)``; shape ``(width, k + d + 1)``, or ``(seeds, width, k + d + 1)`` for ``seeds`` independent
     students trained together; on the generator's device."""
@@ -55,13 +56,19 @@ def init_particles(width: int, dim: int, k: int, generator: torch.Generator, sca
     return z
 
 
-def _moments(particles: Tensor, targets: Tensor, x: Tensor, k: int,
-             centered: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _moments(
+    particles: Tensor, targets: Tensor, x: Tensor, k: int, centered: bool = False
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``(targets, h, Sigma_{o,mu}, Sigma_{mu,mu})`` on the sample ``x`` (``(..., K, d)``) with teacher features
     ``targets`` (``(..., K, k_o)``); with ``centered`` both have their sample means removed first. Leading dimensions
     broadcast as in :func:`~icl_utils.tasks.features.sigmoid_network`."""
-    if (not isinstance(targets, Tensor) or targets.ndim < 2 or not isinstance(x, Tensor) or x.ndim < 2
-            or targets.shape[-2] != x.shape[-2]):
+    if (
+        not isinstance(targets, Tensor)
+        or targets.ndim < 2
+        or not isinstance(x, Tensor)
+        or x.ndim < 2
+        or targets.shape[-2] != x.shape[-2]
+    ):
         raise ValueError("targets and x must be tensors with one row per sample input")
     h = sigmoid_network(particles, x, k)
     if centered:
@@ -107,7 +114,8 @@ def icl_loss(particles: Tensor, gamma: Tensor, x: Tensor, y: Tensor) -> Tensor:
 
 
 def icl_optimal_gamma(particles: Tensor, x: Tensor, y: Tensor, ridge: float = 1e-8) -> Tensor:
-    """The ``Gamma`` that minimizes :func:`icl_loss` on the given prompts, for the particles as they are: a least-squares
+    """The ``Gamma`` that minimizes :func:`icl_loss` on the given prompts, for the particles as they are: a
+    least-squares
     problem in the ``k^2`` entries of ``Gamma`` (``y_hat_j`` is linear in them), with ``ridge`` times the mean
     eigenvalue of its Gram matrix. The fast timescale's limit on finite prompts; shapes as in :func:`icl_loss`,
     ``(S, k, k)`` for stacked particles."""
@@ -152,8 +160,9 @@ def near_singular(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> 
     return bool((evals[..., 0] < 1e3 * ridge * evals[..., -1].clamp(min=1e-30)).any())
 
 
-def static_loss(particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: float = 1e-8,
-                centered: bool = False) -> Tensor:
+def static_loss(
+    particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: float = 1e-8, centered: bool = False
+) -> Tensor:
     """The two-timescale objective ``L(mu) = E ||f||^2 - tr(Sigma_{o,mu} Sigma_{mu,mu}^-1 Sigma_{mu,o})``: the
     attention loss at the optimal ``Gamma``, which is the error of the best linear readout of ``targets`` from the
     student's features. With ``centered`` the readout may also add a constant (means removed from both). A (nearly)
@@ -201,8 +210,9 @@ def potential_hessians(particles: Tensor, targets: Tensor, x: Tensor, k: int, at
     return torch.stack([torch.autograd.functional.hessian(potential, theta) for theta in at.detach()])
 
 
-def critical_point(init: Tensor, targets: Tensor, x: Tensor, *, max_iter: int = 500, newton_steps: int = 20,
-                   tol: float = 1e-6) -> Tensor:
+def critical_point(
+    init: Tensor, targets: Tensor, x: Tensor, *, max_iter: int = 500, newton_steps: int = 20, tol: float = 1e-6
+) -> Tensor:
     """A critical point of the static loss near ``init`` (``(M0, k + d + 1)`` particles, few of them): L-BFGS with a
     strong-Wolfe line search on the sample, then Newton steps with the pseudo-inverse of the full Hessian (the
     loss is flat along ``a -> R a``, so the Hessian is singular) until no particle's :func:`velocity` exceeds
@@ -217,8 +227,15 @@ def critical_point(init: Tensor, targets: Tensor, x: Tensor, *, max_iter: int = 
     newton_steps = checks.positive_int("newton_steps", newton_steps)
     tol = checks.nonnegative_float("tol", tol, strict=True)
     theta = init.detach().clone().requires_grad_(True)
-    optimizer = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, tolerance_grad=1e-12,
-                                  tolerance_change=1e-15, history_size=50, line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(
+        [theta],
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=1e-12,
+        tolerance_change=1e-15,
+        history_size=50,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure() -> Tensor:
         optimizer.zero_grad()
@@ -243,8 +260,10 @@ def critical_point(init: Tensor, targets: Tensor, x: Tensor, *, max_iter: int = 
         theta = (flat.detach() - torch.linalg.pinv(hess, rtol=1e-8, hermitian=True) @ grad).view(shape)
     speed = velocity(theta, targets, x, k).norm(dim=-1).max()
     if speed >= tol:
-        raise ValueError(f"no critical point reached: the largest particle velocity is {speed:.1e} after "
-                         f"{newton_steps} Newton steps; try another init")
+        raise ValueError(
+            f"no critical point reached: the largest particle velocity is {speed:.1e} after "
+            f"{newton_steps} Newton steps; try another init"
+        )
     return theta
 
 
@@ -366,10 +385,10 @@ def _student_k(particles: object, x: object) -> int:
     """The student's output dimension ``k``, read off particles of width ``k + d + 1`` and inputs ``x`` of width d."""
     if not isinstance(x, Tensor) or x.ndim < 2:
         raise ValueError("x must be a tensor of shape (K, d)")
-    if (not isinstance(particles, Tensor) or particles.ndim not in (2, 3)
-            or particles.shape[-1] < x.shape[-1] + 2):
-        raise ValueError(f"particles must be a tensor of shape (M, k + d + 1) or (S, M, k + d + 1) with "
-                         f"d = {x.shape[-1]} and k >= 1")
+    if not isinstance(particles, Tensor) or particles.ndim not in (2, 3) or particles.shape[-1] < x.shape[-1] + 2:
+        raise ValueError(
+            f"particles must be a tensor of shape (M, k + d + 1) or (S, M, k + d + 1) with d = {x.shape[-1]} and k >= 1"
+        )
     return particles.shape[-1] - x.shape[-1] - 1
 
 
@@ -388,14 +407,21 @@ class FeaturePrompts:
         for name in ("x", "f", "y"):
             if not isinstance(getattr(self, name), Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor")
-        if self.x.ndim != 3 or self.f.shape[:2] != self.x.shape[:2] or self.f.ndim != 3 or (
-                self.y.shape != self.x.shape[:2]):
-            raise ValueError(f"x must be (P, n, d), f (P, n, k_o) and y (P, n); got {tuple(self.x.shape)}, "
-                             f"{tuple(self.f.shape)} and {tuple(self.y.shape)}")
+        if (
+            self.x.ndim != 3
+            or self.f.shape[:2] != self.x.shape[:2]
+            or self.f.ndim != 3
+            or (self.y.shape != self.x.shape[:2])
+        ):
+            raise ValueError(
+                f"x must be (P, n, d), f (P, n, k_o) and y (P, n); got {tuple(self.x.shape)}, "
+                f"{tuple(self.f.shape)} and {tuple(self.y.shape)}"
+            )
 
     @classmethod
-    def sample(cls, teacher: object, count: int, length: int, generator: torch.Generator,
-               dtype: torch.dtype | None = None) -> "FeaturePrompts":
+    def sample(
+        cls, teacher: object, count: int, length: int, generator: torch.Generator, dtype: torch.dtype | None = None
+    ) -> FeaturePrompts:
         """``count`` prompts of ``length`` points each from ``teacher`` (a
         :class:`~icl_utils.tasks.features.TeacherFeatures`), drawn by the teacher's own sampler (its prompts of
         ``length - 1`` examples and a query, all ``length`` points kept), in ``dtype`` (by default the default
@@ -408,7 +434,7 @@ class FeaturePrompts:
         x, y = x.to(dtype), y.to(dtype)
         return cls(x, teacher.features(x), y)
 
-    def head(self, count: int) -> "FeaturePrompts":
+    def head(self, count: int) -> FeaturePrompts:
         """The first ``count`` prompts."""
         count = checks.positive_int("count", count)
         return FeaturePrompts(self.x[:count], self.f[:count], self.y[:count])
@@ -420,7 +446,7 @@ class FeaturePrompts:
         count = len(x) if count is None else min(checks.positive_int("count", count), len(x))
         return x[:count], f[:count]
 
-    def draw(self, seeds: int, batch: int, generator: torch.Generator) -> "_Drawn":
+    def draw(self, seeds: int, batch: int, generator: torch.Generator) -> _Drawn:
         """``batch`` prompts drawn at random (with replacement) for each of ``seeds`` students: ``(seeds, batch,
         ...)`` tensors."""
         seeds, batch = checks.positive_int("seeds", seeds), checks.positive_int("batch", batch)
@@ -460,12 +486,26 @@ class MeanFieldRun:
         return self.history.records["loss"]
 
 
-def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, steps: int, eta: float,
-                         batch: int | None = None, gamma_lr: float | None = None, gamma: str = "trained",
-                         generator: torch.Generator | None = None, tolerance: float = 0.0,
-                         birth_death: bool = True, perturbation: bool = True, eval_size: int | None = None,
-                         record=None, record_every: int = 20, progress: bool = True,
-                         desc: str | None = None) -> MeanFieldRun:
+def run_gradient_descent(
+    model: str,
+    data: FeaturePrompts,
+    init: Tensor,
+    *,
+    steps: int,
+    eta: float,
+    batch: int | None = None,
+    gamma_lr: float | None = None,
+    gamma: str = "trained",
+    generator: torch.Generator | None = None,
+    tolerance: float = 0.0,
+    birth_death: bool = True,
+    perturbation: bool = True,
+    eval_size: int | None = None,
+    record=None,
+    record_every: int = 20,
+    progress: bool = True,
+    desc: str | None = None,
+) -> MeanFieldRun:
     """(Stochastic) gradient descent of one of the three models of :data:`MODELS` from the particles ``init``
     (``(M, k + d + 1)``, or ``(S, M, k + d + 1)`` for ``S`` students trained together) on the prompts ``data``.
 
@@ -512,8 +552,12 @@ def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, step
         nonlocal warned
         if not warned and near_singular(particles, x_eval, k):
             warned = True
-            warnings.warn("Sigma_mu,mu is nearly singular: some student's features are nearly collinear; the inverse "
-                          "uses a small ridge", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                "Sigma_mu,mu is nearly singular: some student's features are nearly collinear; the inverse "
+                "uses a small ridge",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     if gamma not in ("trained", "optimal"):
         raise ValueError(f"gamma must be 'trained' or 'optimal', got {gamma!r}")
@@ -552,8 +596,9 @@ def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, step
 
         def loss_fn(theta):
             if batch is None:
-                return attention_loss(theta["particles"], theta["gamma"], data.f.flatten(0, 1),
-                                      data.x.flatten(0, 1)).sum()
+                return attention_loss(
+                    theta["particles"], theta["gamma"], data.f.flatten(0, 1), data.x.flatten(0, 1)
+                ).sum()
             drawn = data.draw(seeds, batch, generator)
             particles, gamma = theta["particles"], theta["gamma"]
             if init.ndim == 2:
@@ -564,8 +609,13 @@ def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, step
             check_conditioning(theta["particles"])
             return {"loss": attention_loss(theta["particles"], theta["gamma"], f_eval, x_eval)}
 
-        theta, history = gradient_descent(loss_fn, theta0, lr={"particles": eta * init.shape[-2], "gamma": gamma_lr},
-                                          record=record_attention, **options)
+        theta, history = gradient_descent(
+            loss_fn,
+            theta0,
+            lr={"particles": eta * init.shape[-2], "gamma": gamma_lr},
+            record=record_attention,
+            **options,
+        )
         return MeanFieldRun(theta["particles"], theta["gamma"], history, events=[])
 
     def static_fn(particles):
@@ -586,13 +636,20 @@ def run_gradient_descent(model: str, data: FeaturePrompts, init: Tensor, *, step
         dim = data.x.shape[-1]
         hook = BirthDeathPerturbation(
             lambda particles: static_loss(particles, f_eval, x_eval, k),
-            lambda count: init_particles(count, dim, k, generator).to(init.dtype), generator,
-            patience=100, threshold=0.01, fraction=0.05, size=0.1, tolerance=tolerance,
+            lambda count: init_particles(count, dim, k, generator).to(init.dtype),
+            generator,
+            patience=100,
+            threshold=0.01,
+            fraction=0.05,
+            size=0.1,
+            tolerance=tolerance,
             reference=static_loss(init, f_eval, x_eval, k).detach(),
             birth_death=checks.boolean("birth_death", birth_death),
-            perturbation=checks.boolean("perturbation", perturbation))
-    particles, history = gradient_descent(static_fn, init, lr=eta * init.shape[-2], record=record_static, hook=hook,
-                                          **options)
+            perturbation=checks.boolean("perturbation", perturbation),
+        )
+    particles, history = gradient_descent(
+        static_fn, init, lr=eta * init.shape[-2], record=record_static, hook=hook, **options
+    )
     return MeanFieldRun(particles, None, history, hook.events if hook is not None else [])
 
 
@@ -696,12 +753,17 @@ def mixture(student: Tensor, teacher: Tensor, s: float, rotation: Tensor) -> Ten
     t = teacher.to(student.device, student.dtype)
     t = torch.cat([t[:, :k] @ rotation.T, t[:, k:]], 1)
     total = len(student) + len(t)
-    return torch.cat([torch.cat([student[:, :k] * (1 - s) * total / len(student), student[:, k:]], 1),
-                      torch.cat([t[:, :k] * s * total / len(t), t[:, k:]], 1)])
+    return torch.cat(
+        [
+            torch.cat([student[:, :k] * (1 - s) * total / len(student), student[:, k:]], 1),
+            torch.cat([t[:, :k] * s * total / len(t), t[:, k:]], 1),
+        ]
+    )
 
 
-def path_losses(student: Tensor, teacher: Tensor, rotation: Tensor, s_values: np.ndarray, targets: Tensor,
-                x: Tensor) -> np.ndarray:
+def path_losses(
+    student: Tensor, teacher: Tensor, rotation: Tensor, s_values: np.ndarray, targets: Tensor, x: Tensor
+) -> np.ndarray:
     """The static loss of :func:`mixture` ``(student, teacher, s, rotation)`` at each ``s`` of ``s_values``: the
     landscape along the path from ``mu`` to the rotated teacher ``R#mu_o``."""
     k = _student_k(student, x)

@@ -17,6 +17,7 @@ Only the expectation over the counts is left to Monte Carlo (a fixed sample of c
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -26,8 +27,8 @@ from torch import Tensor
 
 from icl_utils import checks
 from icl_utils.config import progress_bar
-from icl_utils.prompts import Prompt
 from icl_utils.gd import GDHistory, gradient_descent
+from icl_utils.prompts import Prompt
 from icl_utils.tasks.discrete import DiscreteFeatures
 
 
@@ -55,8 +56,9 @@ def sample_counts(probs: Tensor, n_context: int, n_samples: int, generator: torc
     probs = checks.probabilities("probs", probs)
     checks.generator(generator)
     dev = generator.device
-    idx = torch.multinomial(probs.to(dev, torch.float32), n_samples * n_context, replacement=True,
-                            generator=generator).view(n_samples, n_context)
+    idx = torch.multinomial(
+        probs.to(dev, torch.float32), n_samples * n_context, replacement=True, generator=generator
+    ).view(n_samples, n_context)
     counts = torch.zeros(n_samples, probs.numel(), device=dev, dtype=torch.float64)
     return counts.scatter_add_(1, idx, torch.ones_like(idx, dtype=counts.dtype))
 
@@ -73,10 +75,17 @@ def feature_attention(w: Tensor, counts: Tensor) -> Tensor:
         raise TypeError(f"w must be a floating-point tensor, got {w.dtype}")
     if not counts.is_floating_point():
         counts = counts.to(w.dtype)
-    if (w.ndim < 2 or w.shape[-1] != w.shape[-2] or counts.ndim != w.ndim or counts.shape[-1] != w.shape[-1]
-            or counts.shape[:-2] != w.shape[:-2]):
-        raise ValueError(f"w must be (..., K, K) and counts (..., S, K) with the same K and leading shape; got "
-                         f"{tuple(w.shape)}, {tuple(counts.shape)}")
+    if (
+        w.ndim < 2
+        or w.shape[-1] != w.shape[-2]
+        or counts.ndim != w.ndim
+        or counts.shape[-1] != w.shape[-1]
+        or counts.shape[:-2] != w.shape[:-2]
+    ):
+        raise ValueError(
+            f"w must be (..., K, K) and counts (..., S, K) with the same K and leading shape; got "
+            f"{tuple(w.shape)}, {tuple(counts.shape)}"
+        )
     logits = counts.log()[..., :, None, :] + w.transpose(-1, -2).to(counts)[..., None, :, :]  # log c_m + W[m, k]
     return logits.softmax(dim=-1)
 
@@ -94,8 +103,9 @@ def population_loss(w: Tensor, counts: Tensor, probs: Tensor) -> Tensor:
     losses = per_feature_loss(w, counts)
     probs = torch.as_tensor(probs).to(losses)
     if probs.shape != losses.shape:
-        raise ValueError(f"probs must have shape {tuple(losses.shape)} (one row per problem of w), got "
-                         f"{tuple(probs.shape)}")
+        raise ValueError(
+            f"probs must have shape {tuple(losses.shape)} (one row per problem of w), got {tuple(probs.shape)}"
+        )
     return (probs * losses).sum()
 
 
@@ -149,8 +159,13 @@ def run_gradient_descent(
         raise ValueError(f"stop_on must be a feature index below K = {rows.shape[1]}, got {stop_on}")
     init = torch.zeros(*probs.shape[:-1], k, k, dtype=torch.float64, device=counts.device)
     w, hist = gradient_descent(
-        lambda w: population_loss(w, counts, probs), init, steps=steps, lr=lr, record=record,
-        record_every=record_every, progress=progress,
+        lambda w: population_loss(w, counts, probs),
+        init,
+        steps=steps,
+        lr=lr,
+        record=record,
+        record_every=record_every,
+        progress=progress,
         until=None if stop_below is None else (lambda rec: bool((rec["loss_k"][..., watched] <= stop_below).all())),
         desc=f"GD on softmax attention, K={k}" + (f", {len(rows)} runs" if probs.ndim == 2 else ""),
     )
@@ -190,8 +205,7 @@ def convergence_steps(steps: np.ndarray, loss_k: np.ndarray, eps: float) -> np.n
     return _first_steps(steps, loss_k <= eps)
 
 
-def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, feature: int,
-                     eps: float) -> np.ndarray:
+def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, feature: int, eps: float) -> np.ndarray:
     """The steps that end the first three of the four phases of feature ``feature`` (an index ``k >= 1``; feature
     0 is the dominant one), read off the recorded bilinear weights ``w`` (shape ``(T, K, K)``, ``w[t, m, k] =
     B_{k,m}`` and ``w[t, k, k] = A_k``) and errors ``loss_k`` (shape ``(T, K)``), from the change of the weights
@@ -208,8 +222,9 @@ def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, fe
     if w.shape[1:] != (n_features, n_features) or len(steps) < 3:
         raise ValueError(f"w must be (T, K, K) and loss_k (T, K) with T >= 3; got {w.shape} and {loss_k.shape}")
     if isinstance(feature, bool) or not isinstance(feature, (int, np.integer)) or not 1 <= feature < n_features:
-        raise ValueError(f"feature must be an under-represented feature's index in 1..{n_features - 1}, "
-                         f"got {feature!r}")
+        raise ValueError(
+            f"feature must be an under-represented feature's index in 1..{n_features - 1}, got {feature!r}"
+        )
     eps = checks.nonnegative_float("eps", eps, strict=True)
     rate_a = np.diff(w[:, feature, feature]) / np.diff(steps)
     rate_b = np.diff(w[:, 0, feature]) / np.diff(steps)
@@ -219,7 +234,7 @@ def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, fe
         after = np.flatnonzero(steps[:-1] >= first_end)
         top = after[np.argmax(rate_a[after])]
         peak = float(steps[top]) if rate_a[top] > 0 else np.inf
-    return np.array([first_end, peak, _first_steps(steps, loss_k[:, feature:feature + 1] <= eps)[0]])
+    return np.array([first_end, peak, _first_steps(steps, loss_k[:, feature : feature + 1] <= eps)[0]])
 
 
 def bound_terms(n_features: np.ndarray, eps: np.ndarray, lr: float) -> tuple[np.ndarray, np.ndarray]:
@@ -232,8 +247,9 @@ def bound_terms(n_features: np.ndarray, eps: np.ndarray, lr: float) -> tuple[np.
     return k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
 
 
-def fit_bound(times: np.ndarray, n_features: np.ndarray, eps: np.ndarray, lr: float, *,
-              eps_term_only: bool = False) -> np.ndarray:
+def fit_bound(
+    times: np.ndarray, n_features: np.ndarray, eps: np.ndarray, lr: float, *, eps_term_only: bool = False
+) -> np.ndarray:
     """Non-negative constants ``(a, b)`` of ``T ~ a K^2 log K / eta + b K log(K eps^(-1/2)) / (eps eta)`` by least
     squares on the relative error ``1 - bound / T`` over the points given (same shapes, finite ``times``).
     ``eps_term_only`` fits ``b`` alone, with ``a = 0``: the bound without its first term."""
@@ -242,12 +258,13 @@ def fit_bound(times: np.ndarray, n_features: np.ndarray, eps: np.ndarray, lr: fl
         raise ValueError("times must hold at least two finite positive convergence times")
     for name, value in (("n_features", n_features), ("eps", eps)):
         if np.shape(value) not in ((), times.shape):
-            raise ValueError(f"{name} must be a number or have the shape of times, {times.shape}; got "
-                             f"{np.shape(value)}")
+            raise ValueError(
+                f"{name} must be a number or have the shape of times, {times.shape}; got {np.shape(value)}"
+            )
     t1, t2 = (np.broadcast_to(t, times.shape).ravel() for t in bound_terms(n_features, eps, lr))
     design, target = np.stack([t1, t2], 1) / times.ravel()[:, None], np.ones(times.size)
     best, best_err = None, np.inf
-    for cols in ([[1]] if checks.boolean("eps_term_only", eps_term_only) else ([0, 1], [0], [1])):
+    for cols in [[1]] if checks.boolean("eps_term_only", eps_term_only) else ([0, 1], [0], [1]):
         # the unconstrained fit, else the best fit on one term: a 2-variable non-negative least squares
         coef = np.zeros(2)
         coef[cols] = np.linalg.lstsq(design[:, cols], target, rcond=None)[0]
@@ -257,8 +274,9 @@ def fit_bound(times: np.ndarray, n_features: np.ndarray, eps: np.ndarray, lr: fl
     return best
 
 
-def concentration_quantile(w: Tensor, probs: Tensor, n_context: int, *, n_samples: int, quantile: float,
-                           generator: torch.Generator) -> Tensor:
+def concentration_quantile(
+    w: Tensor, probs: Tensor, n_context: int, *, n_samples: int, quantile: float, generator: torch.Generator
+) -> Tensor:
     """The ``quantile`` over ``n_samples`` fresh contexts of ``(1 - Attn_k)^2`` for a query on every feature
     ``k``, shape ``(K,)``: the high-probability attention concentration of the theorem (its mean is at most
     ``2 L_k`` whatever ``W`` is, since ``L_k >= E (1 - Attn_k)^2 / 2``)."""
@@ -326,16 +344,25 @@ def convergence_times(
     problems, levels = _problems_and_levels(problems, eps)
     n_seeds = checks.positive_int("n_seeds", n_seeds)
     first_only = checks.boolean("first_only", first_only)
-    if quantile is not None and (isinstance(quantile, bool) or not isinstance(quantile, (int, float))
-                                 or not 0 < quantile < 1):
+    if quantile is not None and (
+        isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0 < quantile < 1
+    ):
         raise ValueError(f"quantile must be a number in (0, 1) or None, got {quantile!r}")
     shape = (len(problems), n_seeds, levels.size)
     first, rest, conc = np.full(shape, np.inf), np.full(shape, np.inf), np.full(shape, np.nan)
     for i, (probs, n_context) in enumerate(progress_bar(problems, desc="convergence times", enabled=progress)):
-        _, hist = run_gradient_descent(probs.expand(n_seeds, -1), n_context, steps=steps, lr=lr,
-                                       n_samples=n_samples, generator=generator, record_every=record_every,
-                                       stop_below=levels.min(), stop_on=0 if first_only else None,
-                                       progress=False)
+        _, hist = run_gradient_descent(
+            probs.expand(n_seeds, -1),
+            n_context,
+            steps=steps,
+            lr=lr,
+            n_samples=n_samples,
+            generator=generator,
+            record_every=record_every,
+            stop_below=levels.min(),
+            stop_on=0 if first_only else None,
+            progress=False,
+        )
         for r in range(n_seeds):
             for j, level in enumerate(levels):
                 t = convergence_steps(hist.steps, hist.records["loss_k"][:, r], level)
@@ -345,9 +372,17 @@ def convergence_times(
                 rest[i, r, j] = t[1:].max()
                 if quantile is not None and np.isfinite(t[1:]).all():
                     at = np.searchsorted(hist.steps, t[1:])
-                    q = [concentration_quantile(torch.as_tensor(hist.records["W"][a, r]), probs, n_context,
-                                                n_samples=n_samples, quantile=quantile, generator=generator)[k + 1]
-                         for k, a in enumerate(at)]
+                    q = [
+                        concentration_quantile(
+                            torch.as_tensor(hist.records["W"][a, r]),
+                            probs,
+                            n_context,
+                            n_samples=n_samples,
+                            quantile=quantile,
+                            generator=generator,
+                        )[k + 1]
+                        for k, a in enumerate(at)
+                    ]
                     conc[i, r, j] = max(float(v) for v in q)
     return ConvergenceTimes(eps=levels, first=first, rest=rest, concentration=conc)
 
@@ -379,7 +414,7 @@ def _increasing_ks(n_features: object) -> list[int]:
     if isinstance(n_features, (str, bytes)) or not isinstance(n_features, (Sequence, np.ndarray)):
         raise TypeError(f"n_features must be a sequence of ints, got {type(n_features).__name__}")
     ks = [checks.positive_int("n_features", int(k) if isinstance(k, np.integer) else k) for k in n_features]
-    if any(b <= a for a, b in zip(ks, ks[1:])):
+    if any(b <= a for a, b in itertools.pairwise(ks)):
         raise ValueError(f"n_features must be strictly increasing, got {ks}")
     return ks
 
@@ -401,11 +436,12 @@ class CalibratedBound:
     @property
     def held_out(self) -> float:
         """The largest ``T_k / bound`` at the ``K`` the fit did not see."""
-        return float(self.ratio[self.n_fit:].max())
+        return float(self.ratio[self.n_fit :].max())
 
 
-def calibrate_bound(times: ConvergenceTimes, n_features: Sequence[int], n_fit: int, lr: float, *,
-                    eps_term_only: bool = False) -> CalibratedBound:
+def calibrate_bound(
+    times: ConvergenceTimes, n_features: Sequence[int], n_fit: int, lr: float, *, eps_term_only: bool = False
+) -> CalibratedBound:
     """Fit the bound's constants (:func:`fit_bound`) to the median ``T_k`` at the first ``n_fit`` values of
     ``n_features`` over every level of ``times``, and compare the bound so calibrated with ``T_k`` everywhere."""
     if not isinstance(times, ConvergenceTimes):
@@ -435,8 +471,13 @@ def empirical_loss(w: Tensor, counts: Tensor, queries: Tensor, coords: Tensor) -
     if not isinstance(counts, Tensor) or not isinstance(w, Tensor) or counts.ndim != 2 or w.ndim != 2:
         raise ValueError("w must be a (K, K) tensor and counts an (M, K) tensor")
     n_prompts, k = counts.shape[0], w.shape[-1]
-    if (not isinstance(queries, Tensor) or queries.dtype not in (torch.int32, torch.int64)
-            or tuple(queries.shape) != (n_prompts,) or queries.min() < 0 or queries.max() >= k):
+    if (
+        not isinstance(queries, Tensor)
+        or queries.dtype not in (torch.int32, torch.int64)
+        or tuple(queries.shape) != (n_prompts,)
+        or queries.min() < 0
+        or queries.max() >= k
+    ):
         raise ValueError(f"queries must be ({n_prompts},) integer feature indices in 0..{k - 1}, one per prompt")
     if not isinstance(coords, Tensor) or tuple(coords.shape) != (n_prompts, k):
         raise ValueError(f"coords must be a ({n_prompts}, {k}) tensor, one row of task coordinates per prompt")
@@ -476,6 +517,13 @@ def run_empirical_gradient_descent(
     def record(w: Tensor) -> dict[str, Tensor]:
         return {"W": w, "loss_k": per_feature_loss(w, population), "train": loss(w)}
 
-    return gradient_descent(loss, torch.zeros(k, k, dtype=torch.float64, device=counts.device), steps=steps,
-                            lr=lr, record=record, record_every=record_every, progress=progress,
-                            desc=f"GD on {len(idx)} prompts, K={k}")
+    return gradient_descent(
+        loss,
+        torch.zeros(k, k, dtype=torch.float64, device=counts.device),
+        steps=steps,
+        lr=lr,
+        record=record,
+        record_every=record_every,
+        progress=progress,
+        desc=f"GD on {len(idx)} prompts, K={k}",
+    )

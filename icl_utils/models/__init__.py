@@ -10,12 +10,32 @@ every point, shape ``(B, n+1)``; ``model.predict(prompt)`` is always the query p
 
 from icl_utils.models.base import QueryModel, evaluating
 from icl_utils.models.feature_attention import (
-    FeatureAttention, FixedFeatureAttention, MLPAttention, stage_one_gradients, stage_two_fit, subspace_fit,
+    FeatureAttention,
+    FixedFeatureAttention,
+    MLPAttention,
+    stage_one_gradients,
+    stage_two_fit,
+    subspace_fit,
     two_stage_fit,
 )
 from icl_utils.models.gpt import GPTConfig, ICLTransformer
 from icl_utils.models.linear_attention import GD0, LSA, LTB, GDBeta, GDPlusPlus
 
-__all__ = ["GD0", "LSA", "LTB", "FeatureAttention", "FixedFeatureAttention", "GDBeta", "GDPlusPlus", "GPTConfig",
-           "ICLTransformer", "MLPAttention", "QueryModel", "evaluating", "stage_one_gradients",
-           "stage_two_fit", "subspace_fit", "two_stage_fit"]
+__all__ = [
+    "GD0",
+    "LSA",
+    "LTB",
+    "FeatureAttention",
+    "FixedFeatureAttention",
+    "GDBeta",
+    "GDPlusPlus",
+    "GPTConfig",
+    "ICLTransformer",
+    "MLPAttention",
+    "QueryModel",
+    "evaluating",
+    "stage_one_gradients",
+    "stage_two_fit",
+    "subspace_fit",
+    "two_stage_fit",
+]

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -161,14 +162,17 @@ def stage_one_gradients(
     :data:`~icl_utils.config.CHUNK_ELEMENTS` feature values). The model is not changed.
     """
     n_tasks = [checks.positive_int("n_tasks", t) for t in checks.sequence("n_tasks", n_tasks)]
-    if any(a >= b for a, b in zip(n_tasks, n_tasks[1:])):
+    if any(a >= b for a, b in itertools.pairwise(n_tasks)):
         raise ValueError(f"n_tasks must increase, got {n_tasks}")
     n = checks.positive_int("n", n)
     if not isinstance(model, FeatureAttention):
         raise TypeError(f"model must be a FeatureAttention, got {type(model).__name__}")
     _reads(model, task, generator)
-    chunk_size = (config.prompts_per_chunk((n + 1) * (model.W.shape[0] + model.dim)) if chunk_size is None
-                  else checks.positive_int("chunk_size", chunk_size))
+    chunk_size = (
+        config.prompts_per_chunk((n + 1) * (model.W.shape[0] + model.dim))
+        if chunk_size is None
+        else checks.positive_int("chunk_size", chunk_size)
+    )
     total, done, out = torch.zeros_like(model.W), 0, []
     for target in n_tasks:
         while done < target:
@@ -205,13 +209,7 @@ def _spd_solve(gram: Tensor, ridge: float, rhs: Tensor) -> Tensor:
 
 
 def fit_attention_ridge(
-    model: nn.Module,
-    task: TaskFamily,
-    *,
-    n_tasks: int,
-    n: int,
-    lam: float,
-    generator: torch.Generator,
+    model: nn.Module, task: TaskFamily, *, n_tasks: int, n: int, lam: float, generator: torch.Generator
 ) -> None:
     """Stage 2 of Oko et al. (2024): set ``Gamma`` of a feature-attention model, in place, to the ridge solution
 
@@ -284,14 +282,17 @@ def two_stage_fit(
     ``U[-bias_range, bias_range]``; then stage 2 (:func:`fit_attention_ridge`) on ``stage2_tasks`` prompts of
     ``stage2_n`` examples with penalty ``lam``."""
     # Every argument is checked before stage 1 changes the model.
-    _stage_two_args(model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator,
-                    bias_range=bias_range)
+    _stage_two_args(
+        model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator, bias_range=bias_range
+    )
     for name, value in (("stage1_tasks", stage1_tasks), ("stage1_n", stage1_n)):
         checks.positive_int(name, value)
-    one_step_feature_update(model, task, n_tasks=stage1_tasks, n=stage1_n, lr=1.0, weight_decay=1.0,
-                            generator=generator)
-    stage_two_fit(model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator,
-                  bias_range=bias_range)
+    one_step_feature_update(
+        model, task, n_tasks=stage1_tasks, n=stage1_n, lr=1.0, weight_decay=1.0, generator=generator
+    )
+    stage_two_fit(
+        model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator, bias_range=bias_range
+    )
 
 
 def subspace_fit(
@@ -308,8 +309,13 @@ def subspace_fit(
     projected onto the task's hidden subspace (``task.basis``, ``d x r`` orthonormal), then the same rescaling,
     biases and stage 2. What its floor exceeds the pretrained one by is stage 1's error; what is left is the width's
     and stage 2's."""
-    kw = {"stage2_tasks": stage2_tasks, "stage2_n": stage2_n, "lam": lam, "generator": generator,
-          "bias_range": bias_range}
+    kw = {
+        "stage2_tasks": stage2_tasks,
+        "stage2_n": stage2_n,
+        "lam": lam,
+        "generator": generator,
+        "bias_range": bias_range,
+    }
     _stage_two_args(model, task, **kw)
     basis = getattr(task, "basis", None)
     if not isinstance(basis, Tensor) or basis.ndim != 2 or basis.shape[0] != model.dim:
@@ -320,8 +326,16 @@ def subspace_fit(
     stage_two_fit(model, task, **kw)
 
 
-def _stage_two_args(model: object, task: object, *, stage2_tasks: object, stage2_n: object, lam: object,
-                    generator: object, bias_range: object) -> None:
+def _stage_two_args(
+    model: object,
+    task: object,
+    *,
+    stage2_tasks: object,
+    stage2_n: object,
+    lam: object,
+    generator: object,
+    bias_range: object,
+) -> None:
     if not isinstance(model, FeatureAttention):
         raise TypeError(f"model must be a FeatureAttention, got {type(model).__name__}")
     checks.task_family(task)
@@ -346,8 +360,9 @@ def stage_two_fit(
     """What follows stage 1 in :func:`two_stage_fit`, in place: rows of ``W`` rescaled to mean length one, biases
     redrawn from ``U[-bias_range, bias_range]``, ``Gamma`` by :func:`fit_attention_ridge`. On a freshly initialized
     model (unit rows) it is the control without stage 1: random features, the same stage 2."""
-    _stage_two_args(model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator,
-                    bias_range=bias_range)
+    _stage_two_args(
+        model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator, bias_range=bias_range
+    )
     with torch.no_grad():
         model.W /= model.W.norm(dim=1).mean()
         model.b.uniform_(-bias_range, bias_range, generator=generator)

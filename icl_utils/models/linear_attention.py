@@ -65,8 +65,12 @@ def sample_moment_prompts(task: TaskFamily, batch: int, n: int, generator: torch
     task = checks.task_family(task)
     batch, n, generator = checks.sample_sizes(batch, n, generator)
     per_chunk = config.prompts_per_chunk((n + 1) * (task.dim + 1))
-    return Prompt.cat([moment_prompt(task.sample(min(per_chunk, batch - start), n, generator))
-                       for start in range(0, batch, per_chunk)])
+    return Prompt.cat(
+        [
+            moment_prompt(task.sample(min(per_chunk, batch - start), n, generator))
+            for start in range(0, batch, per_chunk)
+        ]
+    )
 
 
 def attention_mask(n: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
@@ -131,12 +135,7 @@ class GDBeta(QueryModel):
     """
 
     def __init__(
-        self,
-        dim: int,
-        *,
-        learnable_init: bool = True,
-        beta0: Tensor | None = None,
-        gamma: Tensor | None = None,
+        self, dim: int, *, learnable_init: bool = True, beta0: Tensor | None = None, gamma: Tensor | None = None
     ):
         super().__init__(dim)
         gamma = torch.zeros(dim, dim) if gamma is None else checks.matrix("gamma", gamma, dim)

@@ -61,8 +61,9 @@ class DiscreteFeatures:
         """Prompts and the feature index of every point, shape ``(batch, n + 1)`` (the query last)."""
         batch, n, generator = checks.sample_sizes(batch, n, generator, self.dim)
         dev = generator.device
-        idx = torch.multinomial(self.probs.to(dev, torch.float32), batch * (n + 1), replacement=True,
-                                generator=generator).view(batch, n + 1)
+        idx = torch.multinomial(
+            self.probs.to(dev, torch.float32), batch * (n + 1), replacement=True, generator=generator
+        ).view(batch, n + 1)
         xs = self.features.to(dev, torch.float32).T[idx]
         w = torch.randn(batch, self.dim, generator=generator, device=dev)
         ys = torch.einsum("bnd,bd->bn", xs, w)

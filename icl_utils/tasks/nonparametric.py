@@ -80,7 +80,7 @@ def _fourier_indices(dim: int, count: int) -> list[tuple[int, ...]]:
             for axis in range(start, dim):
                 for k in range(1, remaining + 1):
                     for j in (2 * k, 2 * k + 1):
-                        place(axis + 1, remaining - k, chosen + [(axis, j)])
+                        place(axis + 1, remaining - k, [*chosen, (axis, j)])
 
         place(0, total, [])
         return out
@@ -139,8 +139,9 @@ def _bspline_gram(index: list[tuple[int, tuple[int, ...]]], order: int) -> Tenso
     return gram
 
 
-def _orthonormal_bsplines(dim: int, count: int, order: int,
-                          rtol: float = 1e-9) -> tuple[list[tuple[int, tuple[int, ...]]], Tensor]:
+def _orthonormal_bsplines(
+    dim: int, count: int, order: int, rtol: float = 1e-9
+) -> tuple[list[tuple[int, tuple[int, ...]]], Tensor]:
     """Gram-Schmidt on the B-splines in their order: the first ``count`` of them not in the span of those before
     (a squared residual norm above ``rtol`` times the function's squared norm), and the matrix ``M`` (float64,
     ``count x count``) such that ``f_kept @ M`` is orthonormal under uniform inputs (``M = L^-T`` for the Cholesky
@@ -149,8 +150,10 @@ def _orthonormal_bsplines(dim: int, count: int, order: int,
     last = next(a for a in itertools.count() if (order + 2**a) ** dim >= count)
     size = sum((order + 2**a) ** dim for a in range(last + 1))
     if size > MAX_CANDIDATES:  # the Gram matrix of the candidates is size x size
-        raise ValueError(f"n_basis={count} orthonormal B-splines in dim={dim} need more than "
-                         f"{MAX_CANDIDATES} candidate splines; ask for fewer")
+        raise ValueError(
+            f"n_basis={count} orthonormal B-splines in dim={dim} need more than "
+            f"{MAX_CANDIDATES} candidate splines; ask for fewer"
+        )
     candidates = _bspline_indices(dim, size, order)
     gram = _bspline_gram(candidates, order)
     chol = torch.zeros(count, count, dtype=torch.float64)
@@ -221,14 +224,15 @@ class NonparametricTasks:
             norms = _bspline_norms(index, order)
             if transform is not None:  # normalized splines in, orthonormal functions out
                 transform = norms[:, None] * transform
-            object.__setattr__(self, "_bspline_table",
-                               (2.0**levels, torch.tensor([b for _, b in index]), norms, transform))
+            object.__setattr__(
+                self, "_bspline_table", (2.0**levels, torch.tensor([b for _, b in index]), norms, transform)
+            )
 
     @property
     def noise_var(self) -> float:
         return self.noise_std**2
 
-    def noiseless(self) -> "NonparametricTasks":
+    def noiseless(self) -> NonparametricTasks:
         """The same tasks with noiseless query labels (contexts stay noisy)."""
         return replace(self, noiseless_query=True)
 
@@ -310,8 +314,12 @@ class NonparametricTasks:
         # materialize at once; B-splines hold a value per axis and 2^order temporaries per function and point.
         per_point = self.n_basis * (self.dim * 2**self.order if self.basis == "bspline" else 1)
         chunk = config.prompts_per_chunk((n + 1) * per_point)
-        ys = torch.cat([torch.einsum("bnj,bj->bn", self.features(xs[i : i + chunk]), weights[i : i + chunk])
-                        for i in range(0, batch, chunk)])
+        ys = torch.cat(
+            [
+                torch.einsum("bnj,bj->bn", self.features(xs[i : i + chunk]), weights[i : i + chunk])
+                for i in range(0, batch, chunk)
+            ]
+        )
         if self.noise_std > 0:
             noise = self.noise_std * torch.randn(ys.shape, generator=generator, device=dev)
             if self.noiseless_query:
@@ -327,5 +335,6 @@ class NonparametricTasks:
         """The oracle: the Bayes posterior mean of ``F(x_query)`` for a learner that knows the basis and the prior
         (Bayesian linear regression on the basis functions)."""
         var = self.prior_var()
-        return bayes_linear_regression(self.feature_prompt(prompt), torch.zeros_like(var), torch.diag(var),
-                                       self.noise_var)
+        return bayes_linear_regression(
+            self.feature_prompt(prompt), torch.zeros_like(var), torch.diag(var), self.noise_var
+        )

@@ -105,8 +105,9 @@ class SingleIndexTasks:
             raise TypeError(f"z must be a tensor of shape (B, ...), got {type(z).__name__}")
         if not isinstance(coeffs, Tensor) or tuple(coeffs.shape) != (z.shape[0], width):
             shape = tuple(coeffs.shape) if isinstance(coeffs, Tensor) else type(coeffs).__name__
-            raise ValueError(f"coeffs must have shape ({z.shape[0]}, {width}), one row of c_k..c_P per row of z, "
-                             f"got {shape}")
+            raise ValueError(
+                f"coeffs must have shape ({z.shape[0]}, {width}), one row of c_k..c_P per row of z, got {shape}"
+            )
         he = hermite(z, self.max_degree)[..., self.min_degree :]
         return (he * coeffs.view(coeffs.shape[0], *([1] * (z.ndim - 1)), -1)).sum(-1)
 
@@ -135,7 +136,8 @@ class SingleIndexTasks:
 
     def prompt_free_risk(self) -> float:
         """The risk ``E (y - E[y | x])^2`` of :meth:`conditional_mean`, in closed form: ``E y^2 = 1 + noise^2`` less
-        ``E[m(x)^2]``, where ``m`` is a polynomial in ``s = |u|^2 ~ chi^2_r`` and ``E[s^j] = r (r + 2) ... (r + 2j - 2)``."""
+        ``E[m(x)^2]``, where ``m`` is a polynomial in ``s = |u|^2 ~ chi^2_r`` and ``E[s^j] = r (r + 2) ... (r + 2j -
+        2)``."""
         poly = self._mean_link_in_s()
         r = self.subspace_dim
         moments = [math.prod(r + 2 * i for i in range(j)) for j in range(2 * len(poly) - 1)]
@@ -165,7 +167,7 @@ class SingleIndexTasks:
         return Prompt.from_points(xs, ys)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _lead_coefficient_mean(width: int, lead_mean: float) -> float:
     """``E[g_1 / ||g||]`` for ``g ~ N(lead_mean e_1, I_width)``, by Monte Carlo from a fixed seed."""
     g = torch.Generator().manual_seed(0)
@@ -236,7 +238,8 @@ def principal_angles(weights: Tensor, basis: Tensor) -> Tensor:
     r = u.shape[1]
     _, svals, vh = torch.linalg.svd(w, full_matrices=False)
     if len(svals) < r or svals[r - 1] <= 1e-10 * svals[0]:
-        raise ValueError(f"weights must have rank >= r={r} for a top-{r} singular space, got singular values "
-                         f"{svals.tolist()}")
+        raise ValueError(
+            f"weights must have rank >= r={r} for a top-{r} singular space, got singular values {svals.tolist()}"
+        )
     cosines = torch.linalg.svdvals(u.T @ vh[:r].T).clamp(max=1.0)
     return torch.arccos(cosines)
