@@ -267,14 +267,18 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
     """Write ``data`` as JSON to ``path`` atomically: serialized first (a value JSON cannot hold fails before the
     disk is touched), written to a temporary file in the same folder, flushed to the disk, then renamed over
     ``path``, so that an interrupted run or a power cut never leaves a half-written results file. The file gets the
-    usual permissions (0666 less the umask, as ``open`` gives), and temporary files that a killed run left behind
-    for ``path`` are removed."""
+    usual permissions (0666 less the umask, as ``open`` gives).
+
+    Writers may run at once: each temporary file carries its writer's process id, and only those of processes that
+    no longer run (a killed run's: SIGKILL skips any cleanup) are removed, never a live writer's. Of concurrent
+    writes the last rename wins, whole."""
     path = Path(path)
     text = json.dumps(data, indent=2, allow_nan=allow_nan) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # SIGKILL skips any cleanup
-        stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        if not _running(stale.name[len(path.name) + 2 :].split(".")[0]):
+            stale.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -288,6 +292,19 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _running(pid: str) -> bool:
+    """Whether the process ``pid`` (a temporary file's writer) still runs; a name without one is a dead writer's."""
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _finite_json(value: object) -> object:

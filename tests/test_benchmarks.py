@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -48,9 +49,15 @@ def test_write_json_is_atomic(tmp_path, monkeypatch):
 
 def test_write_json_syncs_cleans_up_and_sets_the_usual_mode(tmp_path, monkeypatch):
     """The data are fsynced before the rename, a temporary file left by a killed run (SIGKILL runs no cleanup) is
-    removed, and the file is 0666 less the umask, not mkstemp's 0600."""
-    stale = tmp_path / ".r.json.abc123.tmp"
+    removed, a live writer's is kept, and the file is 0666 less the umask, not mkstemp's 0600."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True, text=True
+    )
+    stale = tmp_path / f".r.json.{done.stdout.strip()}.abc123.tmp"  # a process that has ended
     stale.write_text('{"half": ')
+    (tmp_path / ".r.json.abc123.tmp").write_text("{")  # named without a process, as before: a dead writer's
+    live = tmp_path / f".r.json.{os.getppid()}.abc123.tmp"  # a running process's: kept
+    live.write_text('{"live": ')
     other = tmp_path / ".q.json.abc123.tmp"  # another file's: kept
     other.write_text("{}")
     synced = []
@@ -62,8 +69,37 @@ def test_write_json_syncs_cleans_up_and_sets_the_usual_mode(tmp_path, monkeypatc
     finally:
         os.umask(old)
     assert synced and json.loads(path.read_text()) == {"new": 2}
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".q.json.abc123.tmp", "r.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".q.json.abc123.tmp", live.name, "r.json"])
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    """Two processes writing the same results file 150 times each: every write completes (a writer once deleted
+    the other's live temporary file, and 66 of 300 writes failed), a reader always finds one whole write, and no
+    temporary file is left."""
+    path, go = tmp_path / "r.json", tmp_path / "go"
+    code = (
+        "import os, sys, time; from icl_utils.claims import write_json\n"
+        "print('ready', flush=True)\n"
+        "while not os.path.exists(sys.argv[3]): time.sleep(0.001)\n"  # both start together, torch imported
+        "for i in range(150): write_json(sys.argv[1], {'writer': sys.argv[2], 'i': i, 'pad': 'x' * 4096})"
+    )
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(path), w, str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for w in "ab"
+    ]
+    assert [w.stdout.readline() for w in writers] == [b"ready\n"] * 2
+    go.touch()
+    seen = set()
+    while any(w.poll() is None for w in writers):
+        if path.exists():
+            seen.add(json.loads(path.read_text())["writer"])  # never half a write
+    errors = [w.stderr.read().decode() for w in writers]
+    assert [w.returncode for w in writers] == [0, 0], errors
+    assert json.loads(path.read_text())["i"] == 149
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["go", "r.json"]
 
 
 def test_an_interrupted_speed_run_keeps_the_complete_file(tmp_path, monkeypatch):
