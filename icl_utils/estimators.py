@@ -8,11 +8,14 @@ shape ``(B,)``. Linear algebra runs in float64 and the result comes back in the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Annotated
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks, config
+from icl_utils.checks import Count, NonNegative, Positive, Real, Size, Steps, checked
 from icl_utils.prompts import Prompt
 
 
@@ -31,10 +34,10 @@ def least_squares(prompt: Prompt) -> Tensor:
     return _predict_linear(prompt, w)
 
 
-def ridge(prompt: Prompt, lam: float) -> Tensor:
+@checked
+def ridge(prompt: Prompt, lam: Positive) -> Tensor:
     """Ridge regression ``w = (X^T X + lam I)^{-1} X^T y`` (the penalty is on the sum, not the mean, of losses)."""
     prompt = checks.prompt(prompt)
-    lam = checks.nonnegative_float("lam", lam, strict=True)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     x, y = prompt.x.double(), prompt.y.double()
@@ -44,7 +47,8 @@ def ridge(prompt: Prompt, lam: float) -> Tensor:
     return _predict_linear(prompt, w)
 
 
-def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tensor, noise_var: float) -> Tensor:
+@checked
+def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tensor, noise_var: NonNegative) -> Tensor:
     """The posterior mean of ``<w, x_query>`` under ``w ~ N(prior_mean, prior_cov)`` and Gaussian label noise.
 
     In kernel form, ``m + Psi X^T (X Psi X^T + noise_var I)^{-1} (y - X m)``, which needs no inverse of
@@ -55,7 +59,6 @@ def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tenso
     minimum-norm least squares.
     """
     prompt = checks.prompt(prompt)
-    noise_var = checks.nonnegative_float("noise_var", noise_var)
     dev = prompt.x.device
     mean = checks.vector("prior_mean", prior_mean, prompt.dim).to(dev)
     cov = checks.psd_matrix("prior_cov", prior_cov, prompt.dim).to(dev)
@@ -83,18 +86,17 @@ def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tenso
     return _predict_linear(prompt, w)
 
 
-def discrete_posterior_mean(prompt: Prompt, pool: Tensor, noise_var: float) -> Tensor:
+@checked
+def discrete_posterior_mean(
+    prompt: Prompt, pool: Annotated[Float[Tensor, "M d"], checks.Finite], noise_var: Positive
+) -> Tensor:
     """The Bayes posterior mean when the task's weights are uniform on a finite pool ``pool`` (shape ``(M, d)``)
     and the noise is Gaussian with variance ``noise_var``: the pool members are weighted by their likelihood on the
     context, ``p_m ∝ exp(-||y - X w_m||^2 / (2 sigma^2))``, and the prediction is ``sum_m p_m <w_m, x_query>``.
     Raventós et al. (2023) call it dMMSE: the optimum for the pretraining pool, a poor guess on a new task."""
     prompt = checks.prompt(prompt)
-    if not isinstance(pool, Tensor) or pool.ndim != 2 or pool.shape[0] < 1 or pool.shape[1] != prompt.dim:
-        raise ValueError(f"pool must be a tensor of shape (M, {prompt.dim}) with M >= 1 candidate weight vectors")
-    if not torch.isfinite(pool).all():
-        raise ValueError("pool must be finite")
+    checks.same_dim("pool", pool.shape[1], prompt.dim)
     pool = pool.to(prompt.x.device, torch.float64)
-    noise_var = checks.nonnegative_float("noise_var", noise_var, strict=True)
     # A softmax over the pool computed in a stream: the residuals of a block of pool members on a chunk of prompts,
     # (B', n, M'), are the largest array; no (B, M) array is built. Sums are kept relative to the least squared
     # error so far (rescaled when it drops), so the weights never overflow and a tiny noise_var tends to the
@@ -120,10 +122,10 @@ def discrete_posterior_mean(prompt: Prompt, pool: Tensor, noise_var: float) -> T
     return torch.cat(preds).to(prompt.x.dtype)
 
 
-def one_step_gd(prompt: Prompt, lr: float) -> Tensor:
+@checked
+def one_step_gd(prompt: Prompt, lr: NonNegative) -> Tensor:
     """One gradient step from ``w = 0`` on ``(1/2n) sum_i (y_i - <w, x_i>)^2``: ``w = (lr / n) X^T y``."""
     prompt = checks.prompt(prompt)
-    lr = checks.nonnegative_float("lr", lr)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     w = lr * (prompt.x.double() * prompt.y.double()[..., None]).mean(1)
@@ -153,7 +155,13 @@ def _gd_plus_plus(x: Tensor, y: Tensor, x_query: Tensor, lr: Tensor, gamma: Tens
     return pred
 
 
-def gd_plus_plus(prompt: Prompt, lr: float | Tensor, gamma: float | Tensor, steps: int = 1) -> Tensor:
+@checked
+def gd_plus_plus(
+    prompt: Prompt,
+    lr: Real | Annotated[Float[Tensor, ""] | Float[Tensor, "d d"], checks.Finite],
+    gamma: Real | Annotated[Float[Tensor, ""], checks.Finite],
+    steps: Steps = 1,
+) -> Tensor:
     """Von Oswald et al.'s GD++: ``steps`` gradient steps from ``w = 0``, each in one layer with the curvature
     correction ``x <- (I - gamma X^T X) x`` of every input, the query's included.
 
@@ -164,14 +172,10 @@ def gd_plus_plus(prompt: Prompt, lr: float | Tensor, gamma: float | Tensor, step
     whatever ``gamma``; ``steps`` steps with ``gamma = 0`` are plain gradient descent. An empty context predicts 0.
     """
     prompt = checks.prompt(prompt)
-    if isinstance(lr, Tensor) and lr.ndim not in (0, 2):
-        raise ValueError(f"lr must be a number or a ({prompt.dim}, {prompt.dim}) matrix, got shape {tuple(lr.shape)}")
     if isinstance(lr, Tensor) and lr.ndim == 2:
-        lr = checks.matrix("lr", lr, prompt.dim)
-    else:
-        lr = torch.tensor(checks.real("lr", lr.item() if isinstance(lr, Tensor) else lr), dtype=torch.float64)
-    gamma = checks.real("gamma", gamma.item() if isinstance(gamma, Tensor) and gamma.ndim == 0 else gamma)
-    steps = checks.positive_int("steps", steps)
+        checks.same_dim("lr", lr.shape[0], prompt.dim)
+    lr = torch.as_tensor(lr, dtype=torch.float64).cpu()
+    gamma = float(gamma)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     dev = prompt.x.device
@@ -200,10 +204,10 @@ def prompt_mean(prompt: Prompt) -> Tensor:
     return prompt.y.mean(1)
 
 
-def nearest_neighbours(prompt: Prompt, k: int = 3) -> Tensor:
+@checked
+def nearest_neighbours(prompt: Prompt, k: Count = 3) -> Tensor:
     """The mean label of the ``k`` context inputs nearest to the query (all of them when ``n < k``)."""
     prompt = checks.prompt(prompt)
-    k = checks.positive_int("k", k)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     dist = (prompt.x - prompt.x_query[:, None, :]).square().sum(-1)
@@ -226,10 +230,11 @@ def kernel_ridge(
     return fitted(prompt.x_query[:, None, :])[:, 0]
 
 
+@checked
 def kernel_ridge_fit(
     prompt: Prompt,
-    lams: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0),
-    bandwidth: float | tuple[float, ...] | None = None,
+    lams: checks.Positives = (1e-3, 1e-2, 1e-1, 1.0, 10.0),
+    bandwidth: Positive | checks.Positives | None = None,
     *,
     additive: bool = False,
     center: bool = False,
@@ -244,19 +249,11 @@ def kernel_ridge_fit(
     with the smallest leave-one-out error.
     """
     prompt = checks.prompt(prompt)
-    if not isinstance(lams, (tuple, list)):
-        raise TypeError(f"lams must be a tuple or list of positive penalties, got {type(lams).__name__}")
-    if not lams:
-        raise ValueError("lams must be a non-empty tuple or list of positive penalties")
-    lams = tuple(checks.nonnegative_float("lams", lam, strict=True) for lam in lams)
-    additive, center = checks.boolean("additive", additive), checks.boolean("center", center)
+    lams = tuple(float(lam) for lam in lams)
     if bandwidth is None:  # the typical distance between two inputs: over all coordinates, or along one
         bandwidths = (1.0 if additive else prompt.dim**0.5,)
     else:
-        bandwidths = tuple(bandwidth) if isinstance(bandwidth, (tuple, list)) else (bandwidth,)
-        if not bandwidths:
-            raise ValueError("bandwidth must be a positive number or a non-empty sequence of them")
-        bandwidths = tuple(checks.nonnegative_float("bandwidth", h, strict=True) for h in bandwidths)
+        bandwidths = tuple(float(h) for h in (bandwidth if isinstance(bandwidth, (tuple, list)) else (bandwidth,)))
     x = prompt.x.double()
     offset = prompt.y.double().mean(1) if center and prompt.n_context > 0 else x.new_zeros(prompt.batch_size)
     if center:
@@ -332,8 +329,14 @@ def two_layer_network(
     return fitted(prompt.x_query[:, None, :])[:, 0]
 
 
+@checked
 def two_layer_network_fit(
-    prompt: Prompt, width: int = 64, steps: int = 300, lr: float = 1e-2, weight_decay: float = 1e-3, seed: int = 0
+    prompt: Prompt,
+    width: Count = 64,
+    steps: Steps = 300,
+    lr: Positive = 1e-2,
+    weight_decay: NonNegative = 1e-3,
+    seed: Size = 0,
 ) -> Callable[[Tensor], Tensor]:
     """A two-layer ReLU network ``sum_j a_j ReLU(<w_j, x> + b_j)`` fitted to each prompt's examples alone; returns
     the fitted networks, a map from inputs ``(B, Q, d)`` to predictions ``(B, Q)``.
@@ -343,11 +346,7 @@ def two_layer_network_fit(
     sphere, the output layer at zero.
     """
     prompt = checks.prompt(prompt)
-    width = checks.positive_int("width", width)
-    steps = checks.positive_int("steps", steps)
-    lr = checks.nonnegative_float("lr", lr, strict=True)
-    weight_decay = checks.nonnegative_float("weight_decay", weight_decay)
-    g = torch.Generator(device=prompt.x.device).manual_seed(checks.positive_int("seed", seed, minimum=0))
+    g = torch.Generator(device=prompt.x.device).manual_seed(seed)
     batch, dim = prompt.batch_size, prompt.dim
     like = {"device": prompt.x.device, "dtype": prompt.x.dtype}  # the network computes in the prompt's dtype
     w = torch.randn(batch, width, dim, generator=g, **like)

@@ -160,12 +160,16 @@ case(
 )
 case(
     "dmmse pool of wrong width",
-    r"pool must be a tensor of shape \(M, 2\)",
+    "pool must have the prompt's dimension 2",
     lambda: est.discrete_posterior_mean(prompt(), torch.zeros(4, 3), 0.1),
 )
-case("dmmse pool a list", "pool must be a tensor", lambda: est.discrete_posterior_mean(prompt(), [[0.0, 0.0]], 0.1))
 case(
-    "dmmse pool NaN", "pool must be finite", lambda: est.discrete_posterior_mean(prompt(), torch.full((4, 2), NAN), 0.1)
+    "dmmse pool a list", "pool must be a torch.Tensor", lambda: est.discrete_posterior_mean(prompt(), [[0.0, 0.0]], 0.1)
+)
+case(
+    "dmmse pool NaN",
+    "pool must be .* with finite values",
+    lambda: est.discrete_posterior_mean(prompt(), torch.full((4, 2), NAN), 0.1),
 )
 case(
     "dmmse residuals overflow",

@@ -1,0 +1,93 @@
+"""The share of the package's code lines that check arguments (issue: checks declared, not written).
+
+Code lines are the non-blank lines of ``icl_utils/**/*.py`` outside comments and docstrings. A line checks
+arguments when it belongs to
+- ``icl_utils/checks.py`` (the check helpers) or an ``icl_utils/_checks*`` module,
+- an ``if`` statement whose body only raises ``ValueError``/``TypeError`` (its test and its message),
+- a statement whose value is a call of a ``checks.`` helper (``n = checks.positive_int("n", n)``),
+- a ``raise ValueError``/``raise TypeError`` statement elsewhere (a hand-written refusal), or
+- a decorator that declares checks (``@checked``, ``@jaxtyped``).
+
+Annotations are not counted: a parameter is declared whether or not its type is checked.
+
+Run: ``python benchmarks/check_lines.py`` (add ``--files`` for the share per file)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REFUSALS = {"ValueError", "TypeError"}
+DECLARING = {"checked", "jaxtyped", "beartype"}
+
+
+def _raises_refusal(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.Raise) or node.exc is None:
+        return False
+    exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+    return isinstance(exc, ast.Name) and exc.id in REFUSALS
+
+
+def _calls_checks(node: ast.stmt) -> bool:
+    value = getattr(node, "value", None)
+    while isinstance(value, ast.Call):
+        func = value.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "checks":
+            return True
+        value = func.value if isinstance(func, ast.Attribute) else None
+    return False
+
+
+def _docstring_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
+                lines.update(range(first.lineno, first.end_lineno + 1))
+    return lines
+
+
+def count(path: Path) -> tuple[int, int]:
+    """(code lines, argument-check lines) of one file."""
+    text = path.read_text()
+    tree = ast.parse(text)
+    skip = _docstring_lines(tree)
+    code = {
+        i
+        for i, line in enumerate(text.splitlines(), start=1)
+        if line.strip() and not line.strip().startswith("#") and i not in skip
+    }
+    if path.name == "checks.py" or path.name.startswith("_checks"):
+        return len(code), len(code)
+    checking: set[int] = set()
+    for node in ast.walk(tree):
+        refuses = isinstance(node, ast.If) and all(_raises_refusal(s) for s in node.body) and not node.orelse
+        if refuses or _raises_refusal(node) or (isinstance(node, ast.stmt) and _calls_checks(node)):
+            checking.update(range(node.lineno, node.end_lineno + 1))
+        for dec in getattr(node, "decorator_list", []):
+            name = dec.func if isinstance(dec, ast.Call) else dec
+            if (name.attr if isinstance(name, ast.Attribute) else getattr(name, "id", "")) in DECLARING:
+                checking.update(range(dec.lineno, dec.end_lineno + 1))
+    return len(code), len(checking & code)
+
+
+def main(argv: list[str] | None = None) -> float:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", action="store_true", help="the share per file too")
+    args = parser.parse_args(argv)
+    total = checked = 0
+    for path in sorted((ROOT / "icl_utils").rglob("*.py")):
+        c, k = count(path)
+        total, checked = total + c, checked + k
+        if args.files and c:
+            print(f"{path.relative_to(ROOT)!s:45} {k:5d} / {c:5d}  {100 * k / c:5.1f}%")
+    share = checked / total
+    print(f"argument checks: {checked} of {total} code lines ({100 * share:.1f}%)")
+    return share
+
+
+if __name__ == "__main__":
+    main()
