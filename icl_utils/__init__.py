@@ -3,7 +3,8 @@
 One job per module; each imports only the ones above it in this list (``tests/test_layering.py`` checks it):
 
 ==========================  ==========================================================================
-``config``                  quick/full mode, device, seeds, chunk size
+``config``                  quick/full mode, device, seeds, chunk size, size limits
+``declared``                the declared argument checks: ``checked`` and the types it reads (``Count``...)
 ``prompts``                 ``Prompt`` (context, query), the ``TaskFamily`` protocol, ``squared_errors``
 ``checks``                  the argument checks every public function uses
 ``estimators``              prompt-only learners: ``Prompt -> (B,)`` predictions
@@ -27,6 +28,7 @@ from icl_utils.prompts import Prompt
 
 LAYERS = (
     "config",
+    "declared",
     "prompts",
     "checks",
     "estimators",

@@ -1,178 +1,53 @@
 """Argument checks shared by the package: each raises a ValueError or TypeError that names the argument.
 
-Public functions check their arguments once, on entry; internal code trusts them. Most checks are declared: a
-function decorated with :func:`checked` has its arguments checked against their annotations, the dtypes and shapes
-of tensors by jaxtyping (``Float[Tensor, "B n d"]``: one size per axis name across the arguments) and the types and
-value constraints by beartype (:data:`Count`, :data:`Positive`, ...; the limits of :mod:`icl_utils.config` among
-them). What no annotation says (a prompt's values finite, a matrix positive semi-definite) is checked by the
-helpers below."""
+Public functions check their arguments once, on entry; internal code trusts them. Most checks are declared in the
+signatures with the types of :mod:`icl_utils.declared` (re-exported here) and run by :func:`checked`; what no
+annotation says (a prompt's values finite, a matrix positive semi-definite) is checked by the helpers below."""
 
 from __future__ import annotations
 
 import contextvars
-import functools
-import inspect
-import math
 import numbers
-import re
-import types
-import typing
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import numpy as np
 import torch
-from beartype import BeartypeConf, beartype
-from beartype.door import is_bearable
 from beartype.vale import Is
-from jaxtyping import AbstractArray, TypeCheckError, jaxtyped
 from torch import Tensor
 
 from icl_utils import config
+from icl_utils.declared import (  # noqa: F401  re-exported: the package declares its checks from here
+    Count,
+    Counts,
+    Draws,
+    Finite,
+    Fraction,
+    NonEmpty,
+    NonNegative,
+    Pair,
+    Positive,
+    Positives,
+    Probability,
+    Rate,
+    Real,
+    Reals,
+    Reps,
+    Samples,
+    Size,
+    Steps,
+    checked,
+    describe,
+    refusal,
+)
 from icl_utils.prompts import Prompt, TaskFamily
 
 _CHECK_VALUES = contextvars.ContextVar("icl_utils_check_values", default=True)
-_CONF = BeartypeConf(is_pep484_tower=True)  # an int where a float is declared, as Python's numbers do
-
-# --- declared checks -------------------------------------------------------------------------------------------
-# The constraints read in an error message as they are written here (beartype shows a validator's source).
-#: an int >= 1 (steps, prompts, widths); an int >= 0 (context lengths, indices)
-Count = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 1]]
-Size = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 0]]
-#: counts that set how long a call runs, refused above :mod:`icl_utils.config`'s limits
-Steps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_STEPS]]
-Draws = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_DRAWS]]
-Reps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_REPS]]
-#: finite real numbers (an int is taken where a float is declared): > 0, >= 0, any, in [0, 1], in (0, 1)
-Positive = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v < math.inf]]
-NonNegative = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v < math.inf]]
-Real = Annotated[float, Is[lambda v: not isinstance(v, bool) and math.isfinite(v)]]
-Probability = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <= 1]]
-Fraction = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v < 1]]
-#: a non-empty tuple or list of such numbers, every item checked (beartype checks one random item of a container)
-Counts = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Count) for x in v)]]
-Positives = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Positive, conf=_CONF) for x in v)]]
-Reals = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Real, conf=_CONF) for x in v)]]
-#: a tensor without NaN or infinite values (one pass over it, and a host sync on a GPU)
-Finite = Is[lambda t: bool(torch.isfinite(t).all())]
-
-_TYPECHECK = beartype(conf=_CONF)
-F = TypeVar("F", bound=Callable)
-# (the kind of value, the constraint on it), as the error messages put them
-_DESCRIBED = {
-    Count: ("an int", ">= 1"),
-    Size: ("an int", ">= 0"),
-    Steps: ("an int", f"in [1, {config.MAX_STEPS:.0e}] (config.MAX_STEPS)"),
-    Draws: ("an int", f"in [1, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)"),
-    Reps: ("an int", f"in [1, {config.MAX_REPS:.0e}] (config.MAX_REPS)"),
-    Positive: ("a real number", "> 0 and finite"),
-    NonNegative: ("a real number", ">= 0 and finite"),
-    Real: ("a real number", "finite"),
-    Probability: ("a real number", "in [0, 1]"),
-    Fraction: ("a real number", "in (0, 1)"),
-    Counts: ("a tuple or list", "a non-empty tuple or list of ints >= 1"),
-    Positives: ("a tuple or list", "a non-empty tuple or list of numbers > 0 and finite"),
-    Reals: ("a tuple or list", "a non-empty tuple or list of finite numbers"),
-}
-
-
-def _options(hint: object) -> list:
-    """The alternatives of a union, each keeping the constraints declared on the whole."""
-    if hint in _DESCRIBED:
-        return [hint]
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return [o for a in typing.get_args(hint) for o in _options(a)]
-    if typing.get_origin(hint) is Annotated and len(inner := _options(typing.get_args(hint)[0])) > 1:
-        return [Annotated[(o, *hint.__metadata__)] for o in inner]
-    return [hint]
-
-
-def _words(hint: object) -> tuple[str, str]:
-    """A declared type in words: the kind of value it takes and the constraint on it."""
-    if hint in _DESCRIBED:
-        return _DESCRIBED[hint]
-    if hint is None or hint is type(None):
-        return "None", "None"
-    if typing.get_origin(hint) is Annotated:
-        kind, constraint = _words(typing.get_args(hint)[0])
-        return kind, constraint + (" with finite values" if any(m is Finite for m in hint.__metadata__) else "")
-    if isinstance(hint, type) and issubclass(hint, AbstractArray):
-        dtype = {"Float": "a float", "Int": "an integer", "Bool": "a boolean"}.get(hint.dtype.__name__, "a")
-        dims = ", ".join(str(d) for d in hint.dim_str.split()) + ("," if len(hint.dims) == 1 else "")
-        return "a torch.Tensor", f"{dtype} tensor of shape ({dims})"
-    if isinstance(hint, type):
-        name = f"icl_utils.{hint.__qualname__}" if hint.__module__.startswith("icl_utils") else hint.__qualname__
-        name = f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
-        return name, name
-    name = str(hint).replace("typing.", "")
-    return name, name
-
-
-def _of_kind(value: object, hint: object) -> bool:
-    """Whether ``value`` is of the kind ``hint`` takes (a number for a number, a tensor for a tensor), whatever its
-    constraint."""
-    while typing.get_origin(hint) is Annotated:
-        hint = typing.get_args(hint)[0]
-    if isinstance(hint, type) and issubclass(hint, AbstractArray):
-        return isinstance(value, Tensor)
-    if hint is float:
-        return isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if len(options := _options(hint)) > 1:
-        return any(_of_kind(value, o) for o in options)
-    kind = typing.get_origin(hint) or hint
-    return isinstance(kind, type) and isinstance(value, kind)
-
-
-def _shown(value: object) -> str:
-    if isinstance(value, Tensor):
-        return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"
-    text = repr(value)
-    return text if len(text) <= 80 else f"a {type(value).__name__}"
-
-
-def refusal(name: str, hint: object, value: object) -> TypeError | ValueError:
-    """The error for ``value`` given as ``name``, declared ``hint``: a ValueError with the constraint when the value
-    is of the declared kind (a negative number where a positive one is declared), else a TypeError with the kind."""
-    options = _options(hint)
-    matching = [o for o in options if _of_kind(value, o)]
-    if matching:
-        wanted = " or ".join(dict.fromkeys(_words(o)[1] for o in matching))
-        return ValueError(f"{name} must be {wanted}, got {_shown(value)}")
-    wanted = " or ".join(dict.fromkeys(_words(o)[0] for o in options))
-    return TypeError(f"{name} must be {wanted}, got {type(value).__name__}")
-
-
-def checked(fn: F) -> F:
-    """``fn``, its arguments (and result) checked on every call against its annotations: jaxtyping's dtypes and
-    shapes, beartype's types and validators. A bad argument raises the error of :func:`refusal`, "``name`` must be
-    ..., got ...", with the sizes that other arguments gave the tensor axes. NumPy scalars are taken as the Python
-    numbers they hold, everywhere."""
-    typed = jaxtyped(typechecker=_TYPECHECK)(fn)
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        args = [a.item() if isinstance(a, np.generic) else a for a in args]
-        kwargs = {k: v.item() if isinstance(v, np.generic) else v for k, v in kwargs.items()}
-        try:
-            return typed(*args, **kwargs)
-        except TypeCheckError as err:
-            found = re.search(r"typechecking parameter '(\w+)'", str(err))
-            if not found or "checking the parameters of" not in str(err):
-                raise
-            name = found.group(1)
-            value = signature.bind(*args, **kwargs).arguments[name]
-            error = refusal(name, typing.get_type_hints(fn, include_extras=True)[name], value)
-            axes = re.findall(r"^(\w+)=(\d+)$", str(err).split("axis annotation are as follows.")[-1], re.M)
-            if axes and isinstance(value, Tensor):  # the sizes the other arguments fixed
-                error.args = (f"{error.args[0]} (axes so far: {', '.join(f'{k}={v}' for k, v in axes)})",)
-            raise error from None
-
-    return call
+#: a task family (``dim`` and ``sample(batch, n, generator)``) whose ``dim`` is an int
+Task = Annotated[TaskFamily, Is[lambda t: isinstance(t.dim, numbers.Integral) and not isinstance(t.dim, bool)]]
+describe(Task, ("a task family (dim and sample(batch, n, generator))", "a task family whose dim is an int"))
 
 
 def positive_int(name: str, value: object, minimum: int = 1) -> int:
@@ -203,13 +78,15 @@ def nonnegative_float(name: str, value: object, strict: bool = False) -> float:
 
 
 def as_float64(name: str, value: object) -> Tensor:
-    """``value`` (a tensor, array or nested list of numbers) as a float64 tensor, or a TypeError naming it."""
-    if isinstance(value, Tensor):
-        return value.double()
+    """``value`` (a tensor, array or nested list of real numbers) as a float64 tensor, or a TypeError naming it; a
+    complex value is refused, not cut to its real part."""
     try:
-        return torch.as_tensor(value, dtype=torch.float64)
+        t = value if isinstance(value, Tensor) else torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError) as err:
         raise TypeError(f"{name} must be a tensor of numbers, got {type(value).__name__}") from err
+    if t.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got {t.dtype}")
+    return t.double()
 
 
 def vector(name: str, value: object, dim: int) -> Tensor:

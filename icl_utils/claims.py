@@ -18,15 +18,20 @@ from __future__ import annotations
 import glob
 import json
 import math
+import numbers
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated
+
+from beartype.vale import Is
 
 from icl_utils import config
+from icl_utils.checks import checked, describe
 
 STATUSES = ("demonstrated", "weak", "not reproduced")
 RELATIONS = {"<": lambda v, b: v < b, "<=": lambda v, b: v <= b, ">": lambda v, b: v > b, ">=": lambda v, b: v >= b}
@@ -39,106 +44,101 @@ class LedgerError(AssertionError):
     """A ledger whose claims do not stand as stated (an AssertionError, so a notebook's run fails on it)."""
 
 
-def _number(name: str, value: object) -> float:
-    if isinstance(value, bool) or (not isinstance(value, (int, float)) and not hasattr(value, "__float__")):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    if getattr(value, "ndim", 0) != 0:  # an array or tensor of one element still is not a number
-        raise TypeError(f"{name} must be a single number, got an array of shape {tuple(value.shape)}")
-    value = float(value)
-    if math.isnan(value):
-        raise ValueError(f"{name} must not be NaN (a NaN passes no check and fails none)")
-    return value
+def _declared(hint: object, kind: str, constraint: str) -> object:
+    """``hint``, given the words of its error messages: the kind of value it takes and the constraint on it."""
+    describe(hint, (kind, constraint))
+    return hint
 
 
-def _text(name: str, value: object, *, empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string, got {type(value).__name__}")
-    if not empty and not value.strip():
-        raise ValueError(f"{name} must not be empty")
-    return value
+def _number(value: object) -> bool:
+    """Whether ``value`` is a real number (NumPy's too; infinities included) other than NaN, and not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value)
 
 
+# A NaN passes no check and fails none; an infinity is a measured value like any other.
+Number = _declared(Annotated[float, Is[_number]], "a real number", "a real number, not NaN (a NaN passes no check)")
+Text = _declared(Annotated[str, Is[lambda v: bool(v.strip())]], "a str", "a non-empty str")
+Relation = _declared(Annotated[str, Is[lambda v: v in RELATIONS]], "a str", f"one of {sorted(RELATIONS)}")
+Origin = _declared(Annotated[str, Is[lambda v: v in ORIGINS]], "a str", f"one of {ORIGINS}")
+Status = _declared(Annotated[str, Is[lambda v: v in STATUSES]], "a str", f"one of {STATUSES}")
+
+
+@checked
 @dataclass(frozen=True)
 class Check:
     """``value <relation> bound``; ``origin`` says where the bound comes from (one of :data:`ORIGINS`) and
     ``note`` how (e.g. "1 + the largest relative spread over 3 seeds")."""
 
-    relation: str
-    bound: float
-    origin: str
+    relation: Relation
+    bound: Number
+    origin: Origin
     note: str = ""
 
     def __post_init__(self):
-        if not isinstance(self.relation, str) or self.relation not in RELATIONS:
-            raise ValueError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
-        object.__setattr__(self, "bound", _number("bound", self.bound))
-        if self.origin not in ORIGINS:
-            raise ValueError(f"origin must be one of {ORIGINS}, got {self.origin!r}")
-        _text("note", self.note, empty=True)
+        object.__setattr__(self, "bound", float(self.bound))  # the JSON record holds a float
 
-    def holds(self, value: float) -> bool:
-        return bool(RELATIONS[self.relation](_number("value", value), self.bound))
+    @checked
+    def holds(self, value: Number) -> bool:
+        return bool(RELATIONS[self.relation](value, self.bound))
 
     def __str__(self) -> str:
         return f"{self.relation} {_fmt(self.bound)}"
 
 
+@checked
 @dataclass(frozen=True)
 class Control:
     """A model or predictor that lacks the claimed property, and its value under the claim's check."""
 
-    name: str
-    value: float
+    name: Text
+    value: Number
 
     def __post_init__(self):
-        _text("name", self.name)
-        object.__setattr__(self, "value", _number(f"value of control {self.name!r}", self.value))
+        object.__setattr__(self, "value", float(self.value))
 
 
+Controls = _declared(
+    Annotated[tuple | list, Is[lambda v: all(isinstance(c, Control) for c in v)]],
+    "a tuple or list",
+    "a tuple or list of icl_utils.claims.Control",
+)
+Interval = _declared(
+    Annotated[tuple | list, Is[lambda v: len(v) == 2 and all(_number(x) for x in v)]],
+    "a tuple or list",
+    "a pair (low, high) of real numbers, not NaN",
+)
+
+
+@checked
 @dataclass(frozen=True)
 class Claim:
     """One claim of a paper, as measured. ``interval`` (low, high) brackets ``value`` (say what it is in
     ``interval_note``: a range over seeds, a bootstrap interval); ``figure`` is the label of the figure that shows
     it; ``reason`` is required unless the claim is demonstrated."""
 
-    id: str
-    statement: str
-    source: str
-    value: float
+    id: Text
+    statement: Text
+    source: Text
+    value: Number
     check: Check
-    controls: tuple[Control, ...] = ()
-    status: str = "demonstrated"
-    interval: tuple[float, float] | None = None
+    controls: Controls = ()
+    status: Status = "demonstrated"
+    interval: Interval | None = None
     interval_note: str = ""
     figure: str = ""
     reason: str = ""
 
     def __post_init__(self):
-        for name in ("id", "statement", "source"):
-            _text(name, getattr(self, name))
-        object.__setattr__(self, "value", _number(f"value of claim {self.id!r}", self.value))
-        if not isinstance(self.check, Check):
-            raise TypeError(f"check must be a Check, got {type(self.check).__name__}")
-        if isinstance(self.controls, Control) or not isinstance(self.controls, Iterable):
-            raise TypeError("controls must be a sequence of Control")
-        controls = tuple(self.controls)
-        if not all(isinstance(c, Control) for c in controls):
-            raise TypeError("controls must be a sequence of Control")
-        object.__setattr__(self, "controls", controls)
-        if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        object.__setattr__(self, "value", float(self.value))  # the JSON record holds floats
+        object.__setattr__(self, "controls", tuple(self.controls))
         if self.interval is not None:
-            if not isinstance(self.interval, Sequence) or len(self.interval) != 2:
-                raise TypeError("interval must be a (low, high) pair or None")
-            lo, hi = (_number("interval", v) for v in self.interval)
+            lo, hi = (float(v) for v in self.interval)
             if not lo <= self.value <= hi:
                 raise ValueError(f"interval must hold the value {self.value} (low <= value <= high), got ({lo}, {hi})")
             object.__setattr__(self, "interval", (lo, hi))
-        names = [c.name for c in controls]
+        names = [c.name for c in self.controls]
         if len(set(names)) < len(names):
             raise ValueError(f"controls must have distinct names, got {names}")
-        for name in ("interval_note", "figure", "reason"):
-            _text(name, getattr(self, name), empty=True)
 
     @property
     def holds(self) -> bool:
@@ -182,26 +182,28 @@ class Claim:
         return d
 
 
+Chapter = _declared(
+    Annotated[str, Is[lambda v: v != "" and all(ch.isalnum() or ch in "_-" for ch in v)]],
+    "a str",
+    "the notebook's name without folder or suffix",
+)
+
+
+@checked
 @dataclass
 class Ledger:
     """The claims of one chapter, named after its notebook (``"05_softmax_stagewise"``)."""
 
-    chapter: str
-    claims: list[Claim] = field(default_factory=list)
+    chapter: Chapter
+    claims: list | tuple = field(default_factory=list)  # of Claim, each checked as it is added; then a list
 
     def __post_init__(self):
-        _text("chapter", self.chapter)
-        if not all(ch.isalnum() or ch in "_-" for ch in self.chapter):
-            raise ValueError(f"chapter must be the notebook's name without folder or suffix, got {self.chapter!r}")
-        if isinstance(self.claims, (str, bytes)) or not isinstance(self.claims, Iterable):
-            raise TypeError(f"claims must be a sequence of Claim, got {type(self.claims).__name__}")
         given, self.claims = list(self.claims), []
         for claim in given:
             self.add(claim)
 
+    @checked
     def add(self, claim: Claim) -> Claim:
-        if not isinstance(claim, Claim):
-            raise TypeError(f"claim must be a Claim, got {type(claim).__name__}")
         if any(c.id == claim.id for c in self.claims):
             raise ValueError(f"the ledger already holds a claim {claim.id!r}")
         self.claims.append(claim)
@@ -250,6 +252,7 @@ class Ledger:
             }
         )
 
+    @checked
     def write(self, folder: str | os.PathLike | None = None) -> Path:
         """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically. Write
         before :meth:`verify`: a ledger that fails is then on record as failing, not left as an older run."""
@@ -355,17 +358,25 @@ def _git(*args: str) -> subprocess.CompletedProcess | None:
         return None
 
 
-def changed_since(commit: str, paths: Sequence[str] = ("notebooks", "icl_utils")) -> bool | None:
+Commit = _declared(
+    Annotated[str, Is[lambda v: v.removesuffix("+").isalnum()]],
+    "a str",
+    "a commit hash (letters and digits; a '+' at its end: measured with uncommitted changes)",
+)
+Paths = _declared(
+    Annotated[tuple | list, Is[lambda v: all(isinstance(p, str) and p for p in v)]],
+    "a tuple or list",
+    "a tuple or list of file or folder names",
+)
+
+
+@checked
+def changed_since(commit: Commit, paths: Paths = ("notebooks", "icl_utils")) -> bool | None:
     """Whether ``paths`` (files or folders of the repository) differ now, in the working tree, from ``commit`` (as
     a results file records it): ``True`` when a result measured there may no longer hold, ``None`` when git cannot
     say (no repository, an unknown commit, or a commit marked ``"+"``: measured with uncommitted changes)."""
-    commit = _text("commit", commit)
-    if isinstance(paths, str) or not all(isinstance(p, str) and p for p in paths):
-        raise TypeError("paths must be a sequence of file or folder names")
     if commit.endswith("+"):
         return None
-    if not all(ch.isalnum() for ch in commit):
-        raise ValueError(f"commit must be a commit hash, got {commit!r}")
     proc = _git("diff", "--quiet", commit, "--", *paths)
     return None if proc is None or proc.returncode not in (0, 1) else proc.returncode == 1
 
@@ -383,6 +394,7 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+@checked
 def table(claims: Sequence[Claim | dict]) -> str:
     """A markdown table of claims (or their JSON records): claim, figure, measured, check and its origin, controls
     with their values, status."""
@@ -414,6 +426,7 @@ def table(claims: Sequence[Claim | dict]) -> str:
     return "\n".join(rows)
 
 
+@checked
 def load(folder: str | os.PathLike | None = None) -> dict[str, dict]:
     """Every ledger written into ``folder`` (default :func:`claims_dir`), by chapter."""
     folder = claims_dir() if folder is None else Path(folder)
@@ -424,12 +437,11 @@ def load(folder: str | os.PathLike | None = None) -> dict[str, dict]:
     return out
 
 
-def overview(chapters: Sequence[str], ledgers: dict[str, dict]) -> str:
+@checked
+def overview(chapters: list[str] | tuple[str, ...], ledgers: Mapping[str, dict]) -> str:
     """Two markdown tables: one row per claim of every chapter in ``chapters`` (notebook names, in order), a chapter
     without a ledger as one row "not yet migrated"; then the run each ledger comes from (mode, device, commit,
     date)."""
-    if isinstance(chapters, (str, bytes)) or not isinstance(chapters, Sequence):
-        raise TypeError(f"chapters must be a sequence of notebook names, got {type(chapters).__name__}")
     rows = ["| chapter | claim | measured | check | status |", "| --- | --- | --- | --- | --- |"]
     runs = ["| chapter | mode | device | commit | date |", "| --- | --- | --- | --- | --- |"]
     for chapter in chapters:

@@ -82,13 +82,13 @@ CHUNK_ELEMENTS = 2**24
 #: The most values one tensor may hold (4 GiB in float32): a request above it is an error that gives the size,
 #: instead of an allocation that swaps for a minute and then fails.
 MAX_ELEMENTS = 2**30
-#: The largest counts the package accepts, in one place (:data:`icl_utils.checks.Steps` and its kin declare them
-#: on the arguments): a count above its limit is refused at once, with the count in the message, instead of a loop
-#: that runs for days. Far above anything the book asks for: chapter 4's full mode trains 50,000 steps, chapter 3
-#: scores 32,768 prompts, the largest Monte Carlo or bootstrap count is 10^5.
+#: The largest counts the package accepts, in one place (:mod:`icl_utils.declared`'s ``Steps``, ``Draws``, ``Reps``
+#: declare them on the arguments): a count above its limit is refused at once, with the count in the message,
+#: instead of a loop that runs for days or a history that is allocated and fails. Far above anything the book asks
+#: for: chapter 4's full mode trains 50,000 steps and scores 65,536 prompts; the largest bootstrap is 10^4.
 MAX_STEPS = 10**7
 #: prompts, tasks or Monte Carlo draws that one call works through, a chunk at a time
-MAX_DRAWS = 10**9
+MAX_DRAWS = 10**8
 #: bootstrap resamples, and other repetitions of a whole computation
 MAX_REPS = 10**6
 T = TypeVar("T")

@@ -15,27 +15,27 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import torch
+from jaxtyping import Float
 from torch import Tensor, nn
 
 from icl_utils import checks, config
+from icl_utils.checks import Count, Counts, NonNegative, Positive, Samples, Size, Steps, checked
 from icl_utils.tasks.linear import LinearRegression
 from icl_utils.tasks.nonparametric import NonparametricTasks
 
 
-def optimal_gd_lr(n: int, dim: int, noise_var: float, prior_var: float = 1.0) -> float:
+@checked
+def optimal_gd_lr(n: Count, dim: Count, noise_var: NonNegative, prior_var: Positive = 1.0) -> float:
     """The step size minimizing the risk of :func:`~icl_utils.estimators.one_step_gd` for ``x ~ N(0, I)``, ``w ~ N(0,
     prior_var I)``.
 
     The risk is ``prior_var d (lr^2 (n+d+1)/n - 2 lr + 1) + lr^2 noise_var d / n`` (Wishart moments), minimized at
     ``lr = prior_var n / (prior_var (n+d+1) + noise_var)``.
     """
-    n = checks.positive_int("n", n)
-    dim = checks.positive_int("dim", dim)
-    noise_var = checks.nonnegative_float("noise_var", noise_var)
-    prior_var = checks.nonnegative_float("prior_var", prior_var, strict=True)
     return prior_var * n / (prior_var * (n + dim + 1) + noise_var)
 
 
@@ -48,7 +48,13 @@ def _gaussian_task(task: object) -> tuple[Tensor, Tensor, Tensor, float]:
     return task.mean(), task.cov(), task.input_cov(), task.noise_var
 
 
-def gd_beta_risk(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tensor:
+@checked
+def gd_beta_risk(
+    task: object,
+    n: Count,
+    beta0: Annotated[Float[Tensor, " _"], checks.Finite],
+    gamma: Annotated[Float[Tensor, "_ _"], checks.Finite],
+) -> Tensor:
     """The exact ICL risk of one GD step from ``beta0`` with matrix step ``gamma`` (chapter 4's GD-beta).
 
     For ``beta ~ N(beta*, Psi)``, ``x ~ N(0, H)``, noise variance ``sigma^2`` and ``n`` examples, with
@@ -59,14 +65,12 @@ def gd_beta_risk(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tensor:
     Differentiable in ``beta0`` and ``gamma`` (float64), so gradient flow on it is exact.
     """
     mean, psi, h, noise = _gaussian_task(task)
-    n = checks.positive_int("n", n)
     d = mean.shape[0]
-    if not isinstance(beta0, Tensor) or tuple(beta0.shape) != (d,):
-        raise ValueError(f"beta0 must be a tensor of shape ({d},)")
-    if not isinstance(gamma, Tensor) or tuple(gamma.shape) != (d, d):
-        raise ValueError(f"gamma must be a tensor of shape ({d}, {d})")
-    checks.finite("beta0", beta0.detach())
-    checks.finite("gamma", gamma.detach())
+    if tuple(beta0.shape) != (d,) or tuple(gamma.shape) != (d, d):
+        raise ValueError(
+            f"beta0 and gamma must have shapes ({d},) and ({d}, {d}) for the task's dim {d}, got "
+            f"{tuple(beta0.shape)} and {tuple(gamma.shape)}"
+        )
     beta0, gamma = beta0.double().cpu(), gamma.double().cpu()
     shift = mean - beta0
     m = psi + torch.outer(shift, shift)
@@ -75,7 +79,8 @@ def gd_beta_risk(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tensor:
     return noise + bias + torch.trace(a @ h) * (torch.trace(h @ m) + noise) / n
 
 
-def optimal_gd_step(task: object, n: int, beta0: Tensor | None = None) -> Tensor:
+@checked
+def optimal_gd_step(task: object, n: Count, beta0: Tensor | None = None) -> Tensor:
     """The matrix step minimizing :func:`gd_beta_risk` for a fixed initialization (the task mean by default).
 
     Setting the gradient in ``Gamma`` to zero gives ``Gamma H ((1 + 1/n) H M H + c H) = M H`` with
@@ -84,7 +89,6 @@ def optimal_gd_step(task: object, n: int, beta0: Tensor | None = None) -> Tensor
     singular ``H`` or ``Psi`` is allowed.
     """
     mean, psi, h, noise = _gaussian_task(task)
-    n = checks.positive_int("n", n)
     beta0 = mean if beta0 is None else checks.vector("beta0", beta0, mean.shape[0])
     shift = mean - beta0
     m = psi + torch.outer(shift, shift)
@@ -122,16 +126,16 @@ class AttentionMoments:
         with torch.no_grad():
             return cls(*_moments(features, task, prior_cov, points))
 
-    def s(self, n: int) -> Tensor:
+    @checked
+    def s(self, n: Count) -> Tensor:
         """``E u u^T`` for ``u = (1/n) sum_i y_i phi(x_i)``."""
-        n = checks.positive_int("n", n)
         return self.c * (1 - 1 / n) + self.w / n
 
-    def gamma(self, n: int, rtol: float = 1e-9) -> Tensor:
+    @checked
+    def gamma(self, n: Count, rtol: Positive = 1e-9) -> Tensor:
         """The minimizer ``Gamma* = S^-1 C G^-1`` of the risk at ``n`` examples, computed on the directions of
         feature space whose variance (eigenvalue of ``G``) exceeds ``rtol`` times the largest, so that redundant or
         nearly collinear features are allowed."""
-        rtol = checks.nonnegative_float("rtol", rtol, strict=True)
         # Solve in whitened coordinates psi = phi V D^(-1/2) (G = I there): learned features are often nearly
         # collinear, and S^+ C G^+ is then dominated by rounding errors.
         evals, evecs = torch.linalg.eigh(self.g)
@@ -139,12 +143,13 @@ class AttentionMoments:
         white = evecs[:, keep] / evals[keep].sqrt()
         return white @ torch.linalg.solve(white.T @ self.s(n) @ white, white.T @ self.c @ white) @ white.T
 
-    def risk(self, n: int, gamma: Tensor) -> Tensor:
+    @checked
+    def risk(self, n: Count, gamma: Annotated[Float[Tensor, "N N"], checks.Finite]) -> Tensor:
         """``R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S(n))``."""
         size = self.c.shape[0]
-        if not isinstance(gamma, Tensor) or tuple(gamma.shape) != (size, size):
+        if gamma.shape[0] != size:
             raise ValueError(f"gamma must be a tensor of shape ({size}, {size}) to match the {size} features")
-        gamma = checks.finite("gamma", gamma.detach().double().cpu())
+        gamma = gamma.detach().double().cpu()
         return self.second - 2 * torch.trace(gamma @ self.c) + torch.trace(gamma @ self.g @ gamma.T @ self.s(n))
 
 
@@ -172,7 +177,8 @@ def _moments(
     prior = (
         torch.diag(task.prior_var()) if prior_cov is None else checks.psd_matrix("prior_cov", prior_cov, task.n_basis)
     )
-    points = checks.positive_int("points", points) if points is not None else (4096 if task.dim == 1 else 2**15)
+    points = (4096 if task.dim == 1 else 2**15) if points is None else checks.positive_int("points", points)
+    checks.allocation("points * n_basis (quadrature features)", points * task.n_basis, torch.float64)
     nodes, basis = _quadrature(task, points)
     owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
     param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
@@ -189,15 +195,14 @@ def _moments(
     return query_second.mean(), b @ prior @ b.T, phi.T @ phi / k, (phi * second[:, None]).T @ phi / k
 
 
+@checked
 def profiled_attention_risk(
-    features: Callable[[Tensor], Tensor], task: object, n: int, *, points: int | None = None, rtol: float = 1e-10
+    features: Callable[[Tensor], Tensor], task: object, n: Count, *, points: Count | None = None, rtol: Positive = 1e-10
 ) -> Tensor:
     """The ICL risk of linear attention on ``features`` with its best ``Gamma``, ``R(Gamma*) = E y^2 -
     tr(S^-1 C G^-1 C)`` (:class:`AttentionMoments`), as a float64 scalar that autograd differentiates through the
     parameters of ``features``: the pretraining loss on infinitely many tasks, with ``Gamma`` profiled out. ``G``
     and ``S`` get a ridge of ``rtol`` times their mean eigenvalue, so that collinear features are allowed."""
-    n = checks.positive_int("n", n)
-    rtol = checks.nonnegative_float("rtol", rtol, strict=True)
     second, c, g, w = _moments(features, task, None, points)
     s = c * (1 - 1 / n) + w / n
 
@@ -245,8 +250,9 @@ def attention_risk(
     return AttentionMoments.of(features, task, prior_cov=prior_cov, points=points).risk(n, gamma)
 
 
+@checked
 def bayes_risk(
-    task: object, n: int, generator: torch.Generator, n_mc: int = 20_000, chunk_size: int | None = None
+    task: object, n: Count, generator: torch.Generator, n_mc: Samples = 20_000, chunk_size: Count | None = None
 ) -> tuple[float, float]:
     """The Bayes ICL risk ``sigma^2 + E_X tr(H Sigma_post(X))`` and its Monte Carlo standard error.
 
@@ -256,13 +262,9 @@ def bayes_risk(
     grows with ``chunk_size * n^2``, not with ``n_mc``.
     """
     mean, psi, h, noise = _gaussian_task(task)
-    n = checks.positive_int("n", n)
-    n_mc = checks.positive_int("n_mc", n_mc, minimum=2)
-    checks.generator(generator)
     d = mean.shape[0]
-    chunk_size = (
-        config.prompts_per_chunk(n * (n + d)) if chunk_size is None else checks.positive_int("chunk_size", chunk_size)
-    )
+    checks.allocation("n * n (the noiseless kernel of one draw)", n * n, torch.float64)
+    chunk_size = config.prompts_per_chunk(n * (n + d)) if chunk_size is None else chunk_size
     h_sqrt = checks.psd_sqrt(h)
     solve = torch.linalg.solve if noise > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
     total, total_sq = 0.0, 0.0
@@ -279,19 +281,17 @@ def bayes_risk(
     return noise + mean_excess, math.sqrt(var / n_mc)
 
 
-def basis_bayes_excess(task: object, n: int, designs: int, generator: torch.Generator) -> tuple[float, float]:
+@checked
+def basis_bayes_excess(
+    task: NonparametricTasks, n: Count, designs: Samples, generator: torch.Generator
+) -> tuple[float, float]:
     """The excess ICL risk of the Bayes oracle that knows the basis and the prior of a nonparametric ``task``,
     exactly given each design: ``tr(Sigma_post(X) G)``, with the posterior covariance of the coefficients given the
     ``n`` inputs ``X``, ``Sigma_post = (Lambda^-1 + Phi^T Phi / sigma^2)^-1``, and ``G = E f f^T`` (the identity for
     an orthonormal basis). The posterior covariance does not involve the labels, so only the inputs are sampled:
     ``designs`` draws; returns the mean and its standard error, from the spread over designs alone."""
-    if not isinstance(task, NonparametricTasks):
-        raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
     if task.noise_var <= 0:
         raise ValueError("task must have label noise (noise_std > 0): the posterior is then a proper Gaussian")
-    n = checks.positive_int("n", n)
-    designs = checks.positive_int("designs", designs, minimum=2)
-    checks.generator(generator)
     nodes, basis = _quadrature(task, 4096 if task.dim == 1 else 2**15)
     root = task.prior_var().sqrt()
     # In the prior's coordinates, Sigma_post = root (I + A^T A / sigma^2)^-1 root with A = Phi root: eigenvalues at
@@ -311,18 +311,16 @@ def basis_bayes_excess(task: object, n: int, designs: int, generator: torch.Gene
     return excess.mean().item(), (excess.std() / math.sqrt(designs)).item()
 
 
-def best_attention_excess(moments: AttentionMoments, ns: object, noise_var: float):
+@checked
+def best_attention_excess(moments: AttentionMoments, ns: Counts, noise_var: NonNegative) -> np.ndarray:
     """The excess ICL risk ``R(Gamma*(n)) - sigma^2`` of linear attention with the best ``Gamma`` for each context
     length ``n`` in ``ns`` (:meth:`AttentionMoments.gamma`), from one set of moments: a numpy array of shape
     ``(len(ns),)``. ``noise_var`` is ``sigma^2``, the label noise of the task the moments describe."""
-    if not isinstance(moments, AttentionMoments):
-        raise TypeError(f"moments must be an AttentionMoments, got {type(moments).__name__}")
-    ns = [checks.positive_int("ns", n) for n in checks.sequence("ns", ns)]
-    noise_var = checks.nonnegative_float("noise_var", noise_var)
     return np.array([moments.risk(n, moments.gamma(n)).item() - noise_var for n in ns], dtype=float)
 
 
-def best_gd_beta_risk(task: object, n: int, beta0: Tensor | None = None) -> float:
+@checked
+def best_gd_beta_risk(task: object, n: Count, beta0: Tensor | None = None) -> float:
     """The ICL risk of GD-beta from ``beta0`` with its best step (:func:`gd_beta_risk` at :func:`optimal_gd_step`).
 
     The default ``beta0`` is the task mean, where the risk is smallest (Theorem 5.2); ``beta0 = 0`` gives the best
@@ -385,7 +383,13 @@ def _lsa_quadratic(c2: Tensor, c3: Tensor, n: int, u: Tensor) -> tuple[Tensor, T
     return (1 + 1 / n) * outer + trace / n, torch.einsum("abl,a->bl", c3, u)
 
 
-def lsa_risk(task: object, n: int, u: Tensor, b: Tensor) -> Tensor:
+@checked
+def lsa_risk(
+    task: object,
+    n: Count,
+    u: Annotated[Float[Tensor, " _"], checks.Finite],
+    b: Annotated[Float[Tensor, "_ _"], checks.Finite],
+) -> Tensor:
     """The exact ICL risk ``E (u^T S B x_q - y_q)^2`` of linear self-attention (chapter 4's LSA), for Gaussian tasks.
 
 
@@ -404,14 +408,12 @@ def lsa_risk(task: object, n: int, u: Tensor, b: Tensor) -> Tensor:
     (float64). With ``u = e_{d+1}`` and ``b = [Gamma^T; 0]`` it is GD-0's :func:`gd_beta_risk`.
     """
     second, c2, c3, h = _lsa_moments(task)
-    n = checks.positive_int("n", n)
     d = h.shape[0]
-    if not isinstance(u, Tensor) or tuple(u.shape) != (d + 1,):
-        raise ValueError(f"u must be a tensor of shape ({d + 1},)")
-    if not isinstance(b, Tensor) or tuple(b.shape) != (d + 1, d):
-        raise ValueError(f"b must be a tensor of shape ({d + 1}, {d})")
-    checks.finite("u", u.detach())
-    checks.finite("b", b.detach())
+    if tuple(u.shape) != (d + 1,) or tuple(b.shape) != (d + 1, d):
+        raise ValueError(
+            f"u and b must have shapes ({d + 1},) and ({d + 1}, {d}) for the task's dim {d}, got "
+            f"{tuple(u.shape)} and {tuple(b.shape)}"
+        )
     u, b = u.double().cpu(), b.double().cpu()
     n_mat, w = _lsa_quadratic(c2, c3, n, u)
     return second - 2 * torch.trace(b @ h @ w.T) + torch.trace(b @ h @ b.T @ n_mat)
@@ -459,7 +461,10 @@ def _newton(
     return value, x
 
 
-def optimal_lsa(task: object, n: int, *, starts: int = 8, seed: int = 0, max_iter: int = 200) -> tuple[Tensor, Tensor]:
+@checked
+def optimal_lsa(
+    task: object, n: Count, *, starts: Count = 8, seed: Size = 0, max_iter: Steps = 200
+) -> tuple[Tensor, Tensor]:
     """The weights ``(u, b)`` (shapes ``(d+1,)`` and ``(d+1, d)``, ``|u| = 1``) of the LSA with the smallest
     :func:`lsa_risk`: the infimum over all LSAs, with no finite-sample excess.
 
@@ -470,10 +475,6 @@ def optimal_lsa(task: object, n: int, *, starts: int = 8, seed: int = 0, max_ite
     positive-definite ``H`` and either ``sigma > 0`` or a positive-definite ``Psi`` (then ``N`` is invertible).
     """
     second, c2, c3, h = _lsa_moments(task)
-    n = checks.positive_int("n", n)
-    starts = checks.positive_int("starts", starts)
-    seed = checks.positive_int("seed", seed, minimum=0)
-    max_iter = checks.positive_int("max_iter", max_iter)
     d = h.shape[0]
     psi, noise = task.cov(), task.noise_var
     if torch.linalg.eigvalsh(h).min().item() <= 1e-12 * max(h.abs().max().item(), 1.0):

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from icl_utils import checks
+from icl_utils.checks import Count, Steps, checked
 from icl_utils.config import progress_bar
 
 Params = Tensor | dict[str, Tensor]
@@ -74,14 +75,15 @@ def _step_sizes(lr: object, blocks: dict[str, Tensor]) -> dict[str, float]:
     return {name: checks.nonnegative_float(f"lr[{name!r}]", lr[name], strict=True) for name in blocks}
 
 
+@checked
 def gradient_descent(
     loss_fn: Callable[[Params], Tensor],
     init: Params,
     *,
-    steps: int,
-    lr: float | Mapping[str, float],
+    steps: Steps,
+    lr: float | Mapping,  # each step size checked by _step_sizes (beartype samples one item of a mapping)
     record: Callable[[Params], dict[str, Tensor]] | None = None,
-    record_every: int = 1,
+    record_every: Count = 1,
     hook: Callable[[int, Params, Tensor], None] | None = None,
     until: Callable[[dict[str, np.ndarray]], bool] | None = None,
     progress: bool = True,
@@ -101,20 +103,8 @@ def gradient_descent(
     The losses stay on the device and are checked at each record: a NaN or infinite loss raises a
     ``FloatingPointError`` naming the first such step, without a host sync at every step (one per record).
     """
-    if not callable(loss_fn):
-        raise TypeError("loss_fn must be callable on the parameters")
     blocks = _blocks(init)
     sizes = _step_sizes(lr, blocks)
-    steps = checks.positive_int("steps", steps)
-    record_every = checks.positive_int("record_every", record_every)
-    if record is not None and not callable(record):
-        raise TypeError("record must be callable on the parameters")
-    if hook is not None and not callable(hook):
-        raise TypeError("hook must be callable as hook(step, theta, loss)")
-    if until is not None and not callable(until):
-        raise TypeError("until must be callable on the recorded values")
-    checks.boolean("progress", progress)
-    checks.text("desc", desc)
     params = {name: t.detach().clone().requires_grad_(True) for name, t in blocks.items()}
     theta = params if isinstance(init, Mapping) else params[""]
 
@@ -128,14 +118,15 @@ def gradient_descent(
     records_loss = record is None  # then the final record is a loss too, and checked as one
     record = record if record is not None else (lambda _: {"loss": evaluate()})
     first = next(iter(params.values()))
-    losses = torch.empty(steps, dtype=first.dtype, device=first.device)
+    # the losses since the last record, all that its finite check reads: nothing up front for a long run
+    losses = torch.empty(min(steps, record_every), dtype=first.dtype, device=first.device)
     kept_steps: list[int] = []
     kept: dict[str, list[np.ndarray]] = {}
     checked = 0
 
     def check_finite(upto: int) -> None:
         nonlocal checked
-        checks.finite_losses(losses[checked:upto], first_step=checked)
+        checks.finite_losses(losses[: upto - checked], first_step=checked)
         checked = upto
 
     def check_parameters(step: int) -> None:
@@ -173,11 +164,11 @@ def gradient_descent(
             check_parameters(step)
             raise
         with torch.no_grad():
-            losses[step] = loss.detach()
+            losses[step - checked] = loss.detach()
             for (name, p), g in zip(params.items(), grads):
                 p -= sizes[name] * g
             if hook is not None:  # the loss as a tensor: a hook that needs a number syncs when it needs one
-                hook(step, theta, losses[step])
+                hook(step, theta, loss.detach())
     if not stopped:
         keep(steps)
     history = GDHistory(steps=np.asarray(kept_steps), records={k: np.stack(v) for k, v in kept.items()})

@@ -4,20 +4,27 @@ that a notebook's figure cell is one readable call. Functions shared by chapters
 from __future__ import annotations
 
 import itertools
+import math
+import numbers
 from collections.abc import Mapping, Sequence
+from typing import Annotated
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from beartype.vale import Is
+from jaxtyping import Float
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure, FigureBase
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator
 from torch import Tensor
 
-from icl_utils import checks
+from icl_utils.checks import Count, NonNegative, Positive, Probability, Real, Reals, Size, checked, describe
+from icl_utils.gd import GDHistory
 from icl_utils.risk import fit_slope, local_slopes, mean_and_band
-from icl_utils.tasks.nonparametric import cardinal_bspline
+from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
+from icl_utils.train import TrainHistory
 
 # One colour per method, the same in every chapter.
 COLORS = {
@@ -32,6 +39,149 @@ COLORS = {
 }
 #: Colours for series that are not a named method (several d, several r, ...), in order.
 PALETTE = ("#1b4f9c", "#2a9d8f", "#d1495b", "#e9a03b", "#8d6a9f", "#66a182")
+
+
+# ---- what the figures take -----------------------------------------------------------------------------------
+def _numbers(value: object) -> np.ndarray | None:
+    """``value`` (an array, a tensor, a list of numbers) as a float array, or None when it is none of these."""
+    if isinstance(value, (str, bytes)):
+        return None
+    try:
+        return np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value, dtype=float)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def _grid(value: object, low: float | None = None) -> bool:
+    """Whether ``value`` is a non-empty 1-D sequence of finite numbers (each ``> low`` if given)."""
+    a = _numbers(value)
+    return (
+        a is not None and a.ndim == 1 and a.size > 0 and bool(np.isfinite(a).all() and (low is None or (a > low).all()))
+    )
+
+
+def _number(value: object, low: float | None = None) -> bool:
+    """Whether ``value`` is a finite real number (NumPy's too; each ``> low`` if given), not a bool."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    return ok and (low is None or value > low)
+
+
+def _one_dimensional(task: object) -> bool:
+    return isinstance(task, NonparametricTasks) and task.dim == 1
+
+
+def _holds(value: object, *keys: str) -> bool:
+    """Whether ``value`` is a mapping with (at least) ``keys``."""
+    return isinstance(value, Mapping) and all(k in value for k in keys)
+
+
+def _pair(value: object, low: float | None = None) -> bool:
+    """Whether ``value`` is a tuple of two finite numbers (each ``> low`` if given)."""
+    return isinstance(value, tuple) and len(value) == 2 and all(_number(v, low) for v in value)
+
+
+def _holds_pair(value: object) -> bool:
+    """Whether ``value`` is a pair ``(xs, ys)`` of sequences of one length."""
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and all(hasattr(v, "__len__") for v in value)
+        and len(value[0]) == len(value[1])
+    )
+
+
+def _holds_curves(value: object) -> bool:
+    """Whether ``value`` is a pair ``(xs, {name: curve})``."""
+    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], Mapping)
+
+
+def _three_steps(value: object) -> bool:
+    a = _numbers(value)
+    return a is not None and a.shape == (3,) and not np.isnan(a).any()
+
+
+def _feature_run(value: object) -> bool:
+    """Whether ``value`` is a GDHistory that recorded each feature's error, ``records["loss_k"]`` of shape (T, K)."""
+    return isinstance(value, GDHistory) and np.ndim(value.records.get("loss_k")) == 2
+
+
+def _error_curves(value: object) -> bool:
+    """Whether ``value`` maps at least one method to its squared errors: a finite float tensor of shape (B, K),
+    B >= 2 prompts."""
+    return (
+        isinstance(value, Mapping)
+        and len(value) > 0
+        and all(
+            isinstance(t, Float[Tensor, "_ _"]) and len(t) >= 2 and bool(torch.isfinite(t).all())
+            for t in value.values()
+        )
+    )
+
+
+def _declared(hint: object, kind: str, constraint: str) -> object:
+    """``hint``, given the words of its error messages: the kind of value it takes and the constraint on it."""
+    describe(hint, (kind, constraint))
+    return hint
+
+
+# The x values of a figure; on a log axis each > 0 (a 0 or a NaN cannot be placed on it).
+Grid = _declared(
+    Annotated[Sequence | np.ndarray | Tensor, Is[lambda v: _grid(v, low=None)]],
+    "a sequence or array",
+    "a non-empty 1-D sequence of finite numbers",
+)
+LogGrid = _declared(
+    Annotated[Sequence | np.ndarray | Tensor, Is[lambda v: _grid(v, 0)]],
+    "a sequence or array",
+    "a non-empty 1-D sequence of finite numbers > 0 (a log axis)",
+)
+# A figure of nothing is a mistake, not an empty figure: the curves (panels, runs) must name at least one.
+Named = _declared(Annotated[Mapping, Is[lambda m: len(m) > 0]], "a mapping", "a non-empty mapping")
+Listed = _declared(Annotated[Sequence, Is[lambda v: len(v) > 0]], "a sequence", "a non-empty sequence")
+Levels = _declared(
+    Annotated[Mapping, Is[lambda m: all(_number(v) for v in m.values())]],
+    "a mapping",
+    "a mapping from names to finite numbers",
+)
+ErrorCurves = _declared(
+    Annotated[Mapping, Is[_error_curves]],
+    "a mapping",
+    "a non-empty mapping from names to finite float tensors (B, K) with B >= 2",
+)
+Trainings = _declared(
+    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(isinstance(h, TrainHistory) for h in m.values())]],
+    "a mapping",
+    "a non-empty mapping from names to icl_utils.TrainHistory",
+)
+Descents = _declared(
+    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(isinstance(h, GDHistory) for h in m.values())]],
+    "a mapping",
+    "a non-empty mapping from names to icl_utils.GDHistory",
+)
+# (the tags keep the declarations apart: each has its own words)
+Size2 = _declared(Annotated[tuple[Positive, Positive], "size"], "a tuple", "a pair (width, height) of numbers > 0")
+Limits = _declared(Annotated[tuple[Real, Real], "limits"], "a tuple", "a pair (bottom, top) of finite numbers")
+LogLimits = _declared(
+    Annotated[tuple[Positive, Positive], "log limits"], "a tuple", "a pair (bottom, top) of finite numbers > 0"
+)
+
+
+def _curve(name: str, value: object, *shapes: tuple, finite: bool = True, log: bool = False) -> np.ndarray:
+    """``value`` as a float array of one of ``shapes`` (sizes; a str names an axis of any size), holding a finite
+    value to draw (a value > 0 on a log axis) unless ``finite=False``; else a TypeError or ValueError naming
+    ``name``. Drawing code uses the values as given: this only checks them."""
+    array = _numbers(value)
+    if array is None:
+        raise TypeError(f"{name} must be an array of real numbers, got {type(value).__name__}")
+    if not any(
+        len(s) == array.ndim and all(isinstance(w, str) or w == n for w, n in zip(s, array.shape)) for s in shapes
+    ):
+        wanted = " or ".join(f"({', '.join(map(str, s))}{',' * (len(s) == 1)})" for s in shapes)
+        raise ValueError(f"{name} must have shape {wanted}, got {array.shape}")
+    drawn = np.isfinite(array) & (array > 0 if log else True)
+    if finite and not drawn.any():
+        raise ValueError(f"{name} must hold a finite value{' > 0 (a log axis)' * log} to draw, got none")
+    return array
 
 
 #: The width of the book's text column for a figure, in inches at :data:`DPI`: 672 CSS pixels in
@@ -88,14 +238,13 @@ def _size(width: float, height: float) -> tuple[float, float]:
     return FIGURE_WIDTH, height * max(FIGURE_WIDTH / width, 0.75)
 
 
+@checked
 def unreadable(fig: Figure) -> list[str]:
     """What makes ``fig`` hard to read on the book's page: a saved image wider than :data:`COLUMN_WIDTH` (the
     page would shrink it, and its text), or visible text smaller than :data:`MIN_FONT_PT` points. Empty when it
     is readable."""
     from matplotlib.text import Text
 
-    if not isinstance(fig, Figure):
-        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     out = []
     width = fig.get_tightbbox(fig.canvas.get_renderer()).width + 0.2
     if width > COLUMN_WIDTH:
@@ -106,16 +255,17 @@ def unreadable(fig: Figure) -> list[str]:
     return out
 
 
+@checked
 def plot_error_curves(
-    curves: Mapping[str, Tensor],
+    curves: ErrorCurves,
     *,
     ax: Axes | None = None,
-    normalize: float = 1.0,
-    x: Sequence[float] | None = None,
-    reference: Mapping[str, float] | None = None,
+    normalize: Positive = 1.0,
+    x: Grid | None = None,
+    reference: Levels | None = None,
     xlabel: str = "number of in-context examples",
     ylabel: str = "squared error",
-    ylim: tuple[float, float] | None = None,
+    ylim: Limits | None = None,
     logy: bool = False,
 ) -> Axes:
     """Mean error against the number of in-context examples, one line per method with a 95% band.
@@ -125,14 +275,15 @@ def plot_error_curves(
     horizontal dashed lines (name to value, already normalized), for a noise floor or a trivial predictor.
     ``logy`` puts the errors on a log scale, where ratios between methods read as distances.
     """
-    if not curves:
-        raise ValueError("curves must name at least one method")
+    if logy and ylim is not None and min(ylim) <= 0:
+        raise ValueError(f"ylim must be > 0 on a log axis (logy=True), got {ylim}")
+    lengths = {name: errors.shape[1] for name, errors in curves.items()}
+    if x is not None and set(lengths.values()) != {len(x)}:
+        raise ValueError(f"x must have one value per prefix length of every curve, got {len(x)} for {lengths}")
     ax = ax if ax is not None else plt.gca()
     for name, errors in curves.items():
         mean, band = (t.numpy() / normalize for t in mean_and_band(errors))
         xs = np.arange(len(mean)) if x is None else np.asarray(x)
-        if len(xs) != len(mean):
-            raise ValueError(f"x has {len(xs)} values but {name!r} has {len(mean)} prefix lengths")
         color = COLORS.get(name)
         ax.plot(xs, mean, label=name, color=color)
         ax.fill_between(xs, mean - band, mean + band, color=ax.lines[-1].get_color(), alpha=0.2, linewidth=0)
@@ -156,6 +307,7 @@ def _reference_lines(ax: Axes, reference: Mapping[str, float] | None) -> None:
         ax.axhline(value, linestyle=style, color="0.5", linewidth=1.2, label=name)
 
 
+@checked
 def log_y(ax: Axes) -> None:
     """Log-scaled y axis labelled at 1, 2, 5 times powers of ten, in plain numbers (0.2, not 2x10^-1)."""
     ax.set_yscale("log")
@@ -164,12 +316,13 @@ def log_y(ax: Axes) -> None:
         axis_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
 
 
+@checked
 def plot_training_loss(
-    histories: Mapping[str, object],
+    histories: Trainings,
     *,
     ax: Axes | None = None,
-    window: int = 50,
-    reference: Mapping[str, float] | None = None,
+    window: Count = 50,
+    reference: Levels | None = None,
     runs: str = "runs",
 ) -> Axes:
     """Smoothed training loss against step for one or more :class:`~icl_utils.train.TrainHistory`, on a log scale,
@@ -192,11 +345,21 @@ def plot_training_loss(
     return ax
 
 
-def plot_attention_heatmaps(attn: Sequence[np.ndarray], titles: Sequence[str], *, axes: Sequence[Axes]) -> None:
+AxesList = _declared(
+    Annotated[Sequence | np.ndarray, Is[lambda v: all(isinstance(ax, Axes) for ax in v)]],
+    "a sequence or array",
+    "a sequence of matplotlib Axes",
+)
+
+
+@checked
+def plot_attention_heatmaps(attn: Listed, titles: Sequence[str], *, axes: AxesList) -> None:
     """One ``K x K`` heatmap per training time: row ``k`` is the attention a query on ``v_k`` pays to each
     feature (expected over contexts), on a shared 0-1 colour scale with one colour bar."""
     if len(attn) != len(titles) or len(attn) != len(axes):
         raise ValueError("attn, titles and axes must have the same length")
+    for i, a in enumerate(attn):
+        _curve(f"attn[{i}]", a, ("K", "K"), finite=False)
     for a, title, ax in zip(attn, titles, axes):
         image = ax.imshow(a, vmin=0.0, vmax=1.0, cmap="viridis")
         ax.set_title(title)
@@ -209,9 +372,10 @@ def plot_attention_heatmaps(attn: Sequence[np.ndarray], titles: Sequence[str], *
     axes[0].figure.colorbar(image, ax=list(axes), shrink=0.8, label="attention")
 
 
+@checked
 def plot_lines(
-    steps: np.ndarray,
-    series: Mapping[str, np.ndarray],
+    steps: Grid,
+    series: Named,
     *,
     ax: Axes | None = None,
     xlabel: str = "gradient-descent step",
@@ -222,6 +386,15 @@ def plot_lines(
 ) -> Axes:
     """Several quantities against training step (or any ``x``), one labelled line each (``styles`` passes plot
     keywords); ``logx`` and ``logy`` put the axes on log scales, where a power law is a straight line."""
+    if logx and not _grid(steps, 0):
+        raise ValueError("steps must be > 0 on a log axis (logx=True)")
+    for name, values in series.items():
+        _curve(f"series[{name!r}]", values, (len(steps),), (len(steps), "S"), log=logy)
+    for name, style in (styles or {}).items():
+        try:
+            Line2D([], [], **style)
+        except (AttributeError, TypeError) as err:  # matplotlib's words for a keyword that no line has
+            raise TypeError(f"styles[{name!r}] must hold keywords of a line: {err}") from None
     ax = ax if ax is not None else plt.gca()
     for name, values in series.items():
         ax.plot(steps, values, label=name, **(styles or {}).get(name, {}))
@@ -236,15 +409,16 @@ def plot_lines(
 
 
 # ---- Chapter 0: the ICL setting ----------------------------------------------
+@checked
 def plot_error_per_dimension(
-    curves: Mapping[str, Tensor],
+    curves: ErrorCurves,
     *,
-    dim: int,
-    noise_var: float,
-    ylim: tuple[float, float] | None = None,
+    dim: Count,
+    noise_var: NonNegative,
+    ylim: Limits | None = None,
     logy: bool = True,
     ax: Axes | None = None,
-) -> Figure:
+) -> FigureBase:
     """Squared error divided by the dimension against the number of in-context examples, on a log scale (linear
     with ``logy=False``): one line per method with its 95% band (``curves`` maps a name to errors of shape
     ``(B, K)``, as for :func:`plot_error_curves`), the noise level ``noise_var / dim`` dashed, and a grey vertical
@@ -253,10 +427,6 @@ def plot_error_per_dimension(
     starts, so a higher peak (least squares at ``k = dim`` with noise) is cut off; the bottom is 0 on a linear
     axis, and 0.7 times the smallest positive mean or noise level on a log axis. Draws on ``ax``, or on a new
     figure of the text column's width; returns the figure."""
-
-    dim = checks.positive_int("dim", dim)
-    noise_var = checks.nonnegative_float("noise_var", noise_var)
-    logy = checks.boolean("logy", logy)
     if ax is None:
         _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.2))
     plot_error_curves(
@@ -283,16 +453,21 @@ def plot_error_per_dimension(
 
 
 # ---- Chapter 1: nonparametric minimax ICL ------------------------------------
+Demos = _declared(
+    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_one_dimensional(t) for t in m.values())]],
+    "a mapping",
+    "a non-empty mapping from smoothness levels to one-dimensional NonparametricTasks",
+)
+
+
+@checked
 def plot_bases_and_tasks(
-    demos: Mapping[float, object], *, orders: int = 4, n_tasks: int = 3, n_examples: int = 32, seed: int = 1
+    demos: Demos, *, orders: Count = 4, n_tasks: Count = 3, n_examples: Size = 32, seed: Size = 1
 ) -> Figure:
     """Left, the cardinal B-splines ``N_0 .. N_{orders-1}``; then one panel per smoothness ``s`` of ``demos`` (``s``
     to a one-dimensional :class:`~icl_utils.tasks.nonparametric.NonparametricTasks`): ``n_tasks`` tasks
     ``F = beta^T f`` drawn from its prior (a CPU generator seeded ``seed`` per panel), with the noisy labels of an
     ``n_examples``-example prompt of the first task. Returns the figure."""
-
-    if not demos or any(getattr(task, "dim", None) != 1 for task in demos.values()):
-        raise ValueError("demos must map smoothness levels to one-dimensional NonparametricTasks")
     fig, axes = plt.subplots(1, 1 + len(demos), figsize=_size(11, 3.2))
     grid = torch.linspace(-0.5, orders + 0.5, 501, dtype=torch.float64)
     for m in range(orders):
@@ -313,13 +488,8 @@ def plot_bases_and_tasks(
     return fig
 
 
-def plot_rate_curves(
-    ns: Sequence[int],
-    curves: Mapping[float, np.ndarray],
-    *,
-    oracle: Mapping[float, np.ndarray],
-    oracle_n: Sequence[int],
-) -> Figure:
+@checked
+def plot_rate_curves(ns: LogGrid, curves: Named, *, oracle: Mapping, oracle_n: LogGrid) -> Figure:
     """Excess ICL risk against the context length, one panel per smoothness ``s``: ``curves[s]`` (shape
     ``(len(ns),)``, the best linear attention, exact) as a line labelled with its last local slope, ``oracle[s]``
     (shape ``(len(oracle_n), 2)``: mean and standard error) as points with 95% bars labelled with their fitted slope,
@@ -327,6 +497,9 @@ def plot_rate_curves(
 
     if set(curves) != set(oracle):
         raise ValueError("curves and oracle must have the same smoothness levels")
+    for s, curve in curves.items():
+        _curve(f"curves[{s!r}]", curve, (len(ns),), log=True)
+        _curve(f"oracle[{s!r}] (mean and standard error)", oracle[s], (len(oracle_n), 2), log=True)
     fig, axes = plt.subplots(1, len(curves), figsize=_size(11, 3.8), sharey=True, squeeze=False)
     axes = axes[0]
     ns = np.asarray(ns, dtype=float)
@@ -352,18 +525,22 @@ def plot_rate_curves(
     return fig
 
 
-def _seed_curve(ax: Axes, ns: np.ndarray, curve: object, name: str, where: str) -> np.ndarray:
+def _seed_curve(ax: Axes, ns: np.ndarray, curve: object, name: str) -> np.ndarray:
     """Draw ``curve`` against ``ns`` with the label ``name``: a line for shape ``(len(ns),)``, or for runs from
-    ``S`` seeds, shape ``(S, len(ns))``, their median with the range shaded. ``where`` names the argument in an
-    error. Returns the drawn line's values."""
+    ``S`` seeds, shape ``(S, len(ns))`` (:func:`_seed_curves` checks it), their median with the range shaded.
+    Returns the drawn line's values."""
     curve = np.asarray(curve)
-    if curve.ndim not in (1, 2) or curve.shape[-1] != len(ns):
-        raise ValueError(f"{where} must have shape ({len(ns)},) or (S, {len(ns)}), got {curve.shape}")
     median = np.median(curve, 0) if curve.ndim == 2 else curve
     ax.plot(ns, median, marker="o", label=name)
     if curve.ndim == 2:
         ax.fill_between(ns, curve.min(0), curve.max(0), color=ax.lines[-1].get_color(), alpha=0.2, linewidth=0)
     return median
+
+
+def _seed_curves(where: str, ns: Sequence, curves: Mapping) -> None:
+    """Check the curves that :func:`_seed_curve` draws, ``where`` naming their argument."""
+    for name, curve in curves.items():
+        _curve(f"{where}[{name!r}]", curve, (len(ns),), ("S", len(ns)), log=True)
 
 
 def _context_axis(ax: Axes, ns: np.ndarray) -> None:
@@ -373,17 +550,15 @@ def _context_axis(ax: Axes, ns: np.ndarray) -> None:
     log_y(ax)
 
 
-def plot_feature_maps(ns: Sequence[int], curves: Mapping[str, np.ndarray], *, rate: float) -> Figure:
+@checked
+def plot_feature_maps(ns: LogGrid, curves: Named, *, rate: Positive) -> Figure:
     """Excess ICL risk against the context length ``ns`` for each feature map of ``curves`` (name to shape
     ``(len(ns),)``, a line, or ``(S, len(ns))``, runs from ``S`` seeds: their median with the range shaded), and
     ``n^(-rate)`` dashed in grey through the first curve's last point. Returns the figure."""
-    if not curves:
-        raise ValueError("curves must name at least one feature map")
-    if not isinstance(rate, (int, float)) or not rate > 0:
-        raise ValueError(f"rate must be a positive number, got {rate!r}")
+    _seed_curves("curves", ns, curves)
     fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
     ns = np.asarray(ns, dtype=float)
-    medians = [_seed_curve(ax, ns, curve, name, f"curves[{name!r}]") for name, curve in curves.items()]
+    medians = [_seed_curve(ax, ns, curve, name) for name, curve in curves.items()]
     ax.plot(ns, medians[0][-1] * (ns / ns[-1]) ** -rate, color="0.5", linestyle="--", label=f"$n^{{-{rate:.2f}}}$")
     ax.set_ylabel("excess ICL risk")
     _context_axis(ax, ns)
@@ -391,20 +566,25 @@ def plot_feature_maps(ns: Sequence[int], curves: Mapping[str, np.ndarray], *, ra
     return fig
 
 
-def plot_pretraining_sets(curves: Mapping[str, Mapping[str, np.ndarray]], *, noise_var: float) -> Figure:
+PretrainingCurves = _declared(
+    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_holds(c, "ratio", "empirical", "gap") for c in m.values())]],
+    "a mapping",
+    "a non-empty mapping from labels to mappings of ratio, empirical and gap",
+)
+
+
+@checked
+def plot_pretraining_sets(curves: PretrainingCurves, *, noise_var: NonNegative) -> Figure:
     """The ICL risk of ``Gamma`` fitted on ``T`` pretraining prompts, against ``T / N^2`` (prompts per entry of
     ``Gamma``), one line per setting. ``curves`` maps a label to ``ratio`` (``T / N^2``, shape ``(K,)``),
     ``empirical`` (the risk on the pool, shape ``(K, pools)``) and ``gap`` (the expected risk on new tasks over
     that of ``Gamma*``, minus one, shape ``(K, pools)``). Left, the empirical risk (median, noise variance dashed);
     right, the gap (median and range over the pools, log-log) with the prediction ``N^2 / T`` dashed."""
-    if not curves:
-        raise ValueError("curves must name at least one setting")
     for label, c in curves.items():
-        ratio, emp, gap = (np.asarray(c[k]) for k in ("ratio", "empirical", "gap"))
-        if emp.shape != gap.shape or emp.ndim != 2 or emp.shape[0] != len(ratio):
-            raise ValueError(f"curves[{label!r}]: empirical and gap must have shape ({len(ratio)}, pools)")
-        if not (ratio > 0).all():
-            raise ValueError(f"curves[{label!r}]: ratio must be positive (a log axis)")
+        if not _grid(c["ratio"], 0):
+            raise ValueError(f"curves[{label!r}]['ratio'] must be finite numbers > 0 (a log axis)")
+        for key in ("empirical", "gap"):
+            _curve(f"curves[{label!r}][{key!r}]", c[key], (len(c["ratio"]), "pools"), log=key == "gap")
     fig, (left, right) = plt.subplots(1, 2, figsize=_size(6.7, 3.4))
     for label, c in curves.items():
         ratio, emp, gap = (np.asarray(c[k]) for k in ("ratio", "empirical", "gap"))
@@ -430,33 +610,30 @@ def plot_pretraining_sets(curves: Mapping[str, Mapping[str, np.ndarray]], *, noi
     return fig
 
 
-def plot_learner_comparison(
-    ns: Sequence[int], panels: Mapping[str, tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]]
-) -> Figure:
+@checked
+def plot_learner_comparison(ns: LogGrid, panels: Named) -> Figure:
     """Excess ICL risk against the context length ``ns`` (log base 2), one panel per entry of ``panels`` (its title
     to a pair ``(exact, monte_carlo)``), side by side with a shared y axis: lines for the ``exact`` curves (name to
     shape ``(len(ns),)``, or ``(S, len(ns))`` for ``S`` seeds: median and shaded range), and 95% error bars for the
     ``monte_carlo`` ones (name to shape ``(len(ns), 2)``: mean and standard error). One legend, the first panel's
     curves, below the panels. Returns the figure."""
-    if not isinstance(panels, Mapping) or not panels:
-        raise ValueError("panels must map at least one title to a pair (exact, monte_carlo)")
-    ns = np.asarray(ns, dtype=float)
-    fig, axes = plt.subplots(1, len(panels), figsize=_size(3.4 * len(panels), 4.2), sharey=True, squeeze=False)
-    for ax, (title, pair) in zip(axes[0], panels.items()):
+    for title, pair in panels.items():
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise ValueError(f"panels[{title!r}] must be a pair (exact, monte_carlo)")
-        exact, monte_carlo = pair
-        if not isinstance(exact, Mapping) or not isinstance(monte_carlo, Mapping):
+        if not all(isinstance(curves, Mapping) for curves in pair):
             raise TypeError(f"panels[{title!r}] must hold two mappings from names to curves")
+        if not pair[0] and not pair[1]:
+            raise ValueError(f"panels[{title!r}] must hold at least one curve")
+        _seed_curves(f"panels[{title!r}][0]", ns, pair[0])
+        for name, v in pair[1].items():
+            _curve(f"panels[{title!r}][1][{name!r}] (mean and standard error)", v, (len(ns), 2), log=True)
+    ns = np.asarray(ns, dtype=float)
+    fig, axes = plt.subplots(1, len(panels), figsize=_size(3.4 * len(panels), 4.2), sharey=True, squeeze=False)
+    for ax, (title, (exact, monte_carlo)) in zip(axes[0], panels.items()):
         for name, curve in exact.items():
-            _seed_curve(ax, ns, curve, name, f"panels[{title!r}][0][{name!r}]")
+            _seed_curve(ax, ns, curve, name)
         for name, v in monte_carlo.items():
             v = np.asarray(v)
-            if v.shape != (len(ns), 2):
-                raise ValueError(
-                    f"panels[{title!r}][1][{name!r}] (mean and standard error) must have shape "
-                    f"({len(ns)}, 2), got {v.shape}"
-                )
             ax.errorbar(ns, v[:, 0], yerr=1.96 * v[:, 1], marker="o", capsize=3, label=name)
         ax.set_title(title)
         _context_axis(ax, ns)
@@ -468,18 +645,16 @@ def plot_learner_comparison(
     return fig
 
 
+@checked
 def plot_task_diversity(
-    ms: Sequence[int],
-    risks: Mapping[str, np.ndarray],
-    *,
-    gaussian_best: float,
-    bayes: float,
-    ylim: tuple[float, float] = (1e-4, 5),
+    ms: LogGrid, risks: Named, *, gaussian_best: Positive, bayes: Positive, ylim: LogLimits = (1e-4, 5)
 ) -> Figure:
     """Excess ICL risk against the number ``M`` of tasks in the pretraining pool (``ms``), one line per entry of
     ``risks`` (name to shape ``(len(ms),)``; a name containing "attention" is drawn in blue with circles, any other
     in red with squares; "new" solid, else dotted), with the best attention and the Bayes risk under the Gaussian
     prior dashed. Returns the figure."""
+    for name, values in risks.items():
+        _curve(f"risks[{name!r}]", values, (len(ms),), log=True)
     fig, ax = plt.subplots(figsize=_size(7, 4))
     styles = {
         k: dict(
@@ -522,18 +697,25 @@ def _median_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
     ax.fill_between(xs, values.min(1), values.max(1), color=ax.lines[-1].get_color(), alpha=0.15, linewidth=0)
 
 
+def _losses(where: str, steps: Sequence, losses: Mapping) -> None:
+    for name, values in losses.items():
+        _curve(f"{where}[{name!r}]", values, (len(steps),), (len(steps), "S"), log=True)
+
+
+def _escapes(where: str, escapes: Mapping, size: int | str) -> None:
+    for name, values in escapes.items():
+        _curve(f"{where}[{name!r}]", values, (size,), finite=False)
+
+
+@checked
 def plot_model_losses(
-    steps: np.ndarray,
-    losses: Mapping[str, np.ndarray],
-    *,
-    ax: Axes | None = None,
-    ylabel: str = "loss",
-    title: str | None = None,
+    steps: Grid, losses: Named, *, ax: Axes | None = None, ylabel: str = "loss", title: str | None = None
 ) -> Axes:
     """The training loss of several mean-field models against gradient step, on a log scale: ``losses`` maps a
     model's name (``"attention"``, ``"static"``, ``"modified"``, or an ablation) to its recorded losses, shape
     ``(len(steps),)`` or ``(len(steps), S)`` for ``S`` students (then the median, and the range as a band); the
     modified model is dashed, since it often runs on top of the static one."""
+    _losses("losses", steps, losses)
     ax = ax if ax is not None else plt.gca()
     for i, (name, values) in enumerate(losses.items()):
         color = MODEL_COLORS.get(name, PALETTE[(3 + i) % len(PALETTE)])
@@ -546,18 +728,22 @@ def plot_model_losses(
     return ax
 
 
+Deviations = _declared(
+    Annotated[Sequence | np.ndarray, Is[lambda v: _grid(v) and np.min(v) >= 0]],
+    "a sequence or array",
+    "a non-empty 1-D sequence of finite numbers >= 0",
+)
+
+
+@checked
 def plot_escape_times(
-    noise: np.ndarray,
-    escapes: Mapping[str, np.ndarray],
-    *,
-    steps: int,
-    ax: Axes | None = None,
-    title: str | None = None,
+    noise: Deviations, escapes: Named, *, steps: Count, ax: Axes | None = None, title: str | None = None
 ) -> Axes:
     """When each variant of the dynamics leaves a saddle (its loss halves) against the size of the start's
     deviation from it: ``noise`` (``(S,)``, positive; a zero is drawn at the left edge as "exactly at the
     saddle"), ``escapes`` maps a variant to its escape steps ``(S,)`` (``inf``: not within the run of ``steps``,
     drawn at the top)."""
+    _escapes("escapes", escapes, len(noise))
     ax = ax if ax is not None else plt.gca()
     noise = np.asarray(noise, dtype=float)
     positive = noise[noise > 0]
@@ -587,12 +773,12 @@ def plot_escape_times(
     return ax
 
 
-def plot_escape_by_variant(
-    escapes: Mapping[str, np.ndarray], *, steps: int, ax: Axes | None = None, title: str | None = None
-) -> Axes:
+@checked
+def plot_escape_by_variant(escapes: Named, *, steps: Count, ax: Axes | None = None, title: str | None = None) -> Axes:
     """The escape steps of several variants of the dynamics from one start, one column of dots per variant (one dot
     per student, ``escapes[name]`` of shape ``(S,)``; ``inf``, not within the run of ``steps``, drawn at the top)
     with the median as a bar."""
+    _escapes("escapes", escapes, "S")
     ax = ax if ax is not None else plt.gca()
     for i, (name, values) in enumerate(escapes.items()):
         values = np.minimum(np.asarray(values, dtype=float), steps)
@@ -608,21 +794,26 @@ def plot_escape_by_variant(
     return ax
 
 
+@checked
 def plot_mean_field_training(
-    steps: np.ndarray,
-    losses_a: Mapping[str, np.ndarray],
-    losses_b: Mapping[str, np.ndarray],
-    noise: np.ndarray,
-    escapes_by_noise: Mapping[str, np.ndarray],
-    escapes_at_saddle: Mapping[str, np.ndarray],
+    steps: Grid,
+    losses_a: Named,
+    losses_b: Named,
+    noise: Deviations,
+    escapes_by_noise: Named,
+    escapes_at_saddle: Named,
     *,
-    saddle_steps: int,
-    figsize: tuple[float, float] = (12, 8),
-) -> plt.Figure:
+    saddle_steps: Count,
+    figsize: Size2 = (12, 8),
+) -> Figure:
     """Four panels: (a) the models' losses on a nondegenerate teacher and (b) on a degenerate one
     (:func:`plot_model_losses`, medians over students with their range); the escape from a saddle against the
     start's distance from it (:func:`plot_escape_times`) and, for students started exactly there, by variant of the
     dynamics (:func:`plot_escape_by_variant`)."""
+    _losses("losses_a", steps, losses_a)
+    _losses("losses_b", steps, losses_b)
+    _escapes("escapes_by_noise", escapes_by_noise, len(noise))
+    _escapes("escapes_at_saddle", escapes_at_saddle, "S")
     fig, axes = plt.subplots(2, 2, figsize=_size(*figsize))
     plot_model_losses(steps, losses_a, ax=axes[0, 0], title="(a) teacher of rank k")
     plot_model_losses(steps, losses_b, ax=axes[0, 1], title="(b) rank k - 1, random start")
@@ -632,23 +823,27 @@ def plot_mean_field_training(
     return fig
 
 
+@checked
 def plot_readout_errors(
-    steps: np.ndarray,
-    learned: Mapping[str, np.ndarray],
-    random: Mapping[str, np.ndarray],
-    teacher: Mapping[str, float],
+    steps: Grid,
+    learned: Named,
+    random: Mapping,
+    teacher: Levels,
     *,
     titles: Mapping[str, str] | None = None,
-    columns: int | None = None,
-    figsize: tuple[float, float] | None = None,
-) -> plt.Figure:
+    columns: Count | None = None,
+    figsize: Size2 | None = None,
+) -> Figure:
     """One panel per task (the keys of ``learned``, in rows of ``columns`` panels; default one row): the relative
     error of the best readout from the learned features along training (``learned[task]``, ``(len(steps),)`` or
     ``(len(steps), S)`` for ``S`` students, then their median and range), the range over random feature maps (a
     grey band, ``random[task]`` of any length) and the teacher's features (``teacher[task]``, dashed)."""
     if set(random) != set(learned) or set(teacher) != set(learned):
         raise ValueError("learned, random and teacher must name the same tasks")
-    columns = len(learned) if columns is None else checks.positive_int("columns", columns)
+    for name in learned:
+        _curve(f"learned[{name!r}]", learned[name], (len(steps),), (len(steps), "S"))
+        _curve(f"random[{name!r}]", random[name], ("R",), ("R", "S"))
+    columns = len(learned) if columns is None else columns
     rows = -(-len(learned) // columns)
     size = figsize or (5.5 * min(columns, len(learned)), 3.6 * rows)
     fig, axes = plt.subplots(rows, min(columns, len(learned)), figsize=_size(*size), squeeze=False)
@@ -665,15 +860,23 @@ def plot_readout_errors(
 
 
 # ---- Chapter 3: one-step GD feature learning ---------------------------------
+Shares = _declared(
+    Annotated[Sequence | np.ndarray, Is[lambda v: _grid(v) and np.min(v) >= 0 and np.max(v) <= 1]],
+    "a sequence or array",
+    "a non-empty 1-D sequence of shares in [0, 1]",
+)
+
+
+@checked
 def plot_subspace_mass(
-    labels: Sequence[str],
-    initial: Sequence[float],
-    trained: Sequence[float],
+    labels: list[str] | tuple[str, ...],
+    initial: Shares,
+    trained: Shares,
     *,
     ax: Axes | None = None,
     trained_label: str = "after one GD step",
     ylabel: str = r"$\|W U\|_F^2 / \|W\|_F^2$",
-) -> Figure:
+) -> FigureBase:
     """Paired bars, one pair per setting (``labels``): the share of the first-layer weights' squared norm that lies
     in the hidden subspace at initialization (grey) and after training (blue). ``initial`` and ``trained`` hold one
     share in ``[0, 1]`` per label."""
@@ -700,27 +903,40 @@ def _seed_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
     _median_band(ax, xs, values.T if values.ndim == 2 else values, **style)
 
 
+Points = _declared(
+    Annotated[Mapping, Is[lambda m: all(_pair(p, 0) for p in m.values())]],
+    "a mapping",
+    "a mapping from names to points (x, y) of finite numbers > 0",
+)
+
+
+Widths = _declared(
+    Annotated[Sequence | np.ndarray | Tensor, Is[lambda v: _grid(v, 0) and len(v) >= 2]],
+    "a sequence or array",
+    "at least two finite numbers > 0 (a log axis)",
+)
+
+
+@checked
 def plot_floor_by_width(
-    widths: Sequence[int],
-    floors: Mapping[str, np.ndarray],
+    widths: Widths,
+    floors: Named,
     *,
-    reference: Mapping[str, float] | None = None,
-    points: Mapping[str, tuple[float, float]] | None = None,
+    reference: Levels | None = None,
+    points: Points | None = None,
     ax: Axes | None = None,
-) -> Figure:
+) -> FigureBase:
     """A model's floor (its risk with an infinitely long prompt) against its width ``m``, on log-log axes: one line
     per way of setting the first layer (``floors[name]`` of shape ``(seeds, len(widths))``; median and range),
     horizontal reference levels (``reference``, e.g. the prompt-free risk) and single models as black markers
     (``points[name] = (width, floor)``)."""
     widths = np.asarray(widths, dtype=float)
-    if widths.ndim != 1 or widths.size < 2 or np.any(widths <= 0):
-        raise ValueError(f"widths must be at least two positive numbers, got {widths.tolist()}")
+    for name, values in floors.items():
+        _curve(f"floors[{name!r}]", values, ("seeds", widths.size), log=True)
     if ax is None:
         _, ax = plt.subplots(figsize=_size(6.4, 3.8))
     for (name, values), color in zip(floors.items(), PALETTE):
         values = np.asarray(values, dtype=float)
-        if values.ndim != 2 or values.shape[1] != widths.size:
-            raise ValueError(f"floors[{name!r}] must have shape (seeds, {widths.size}), got {values.shape}")
         _seed_band(ax, widths, values, color=color, label=name)
     _reference_lines(ax, reference)
     for (name, (width, value)), marker in zip((points or {}).items(), itertools.cycle("D^s")):
@@ -734,16 +950,17 @@ def plot_floor_by_width(
     return ax.figure
 
 
+@checked
 def plot_risk_against_examples(
-    ns: Sequence[float],
-    by_dim: Mapping[int, np.ndarray],
-    by_rank: Mapping[int, np.ndarray],
+    ns: LogGrid,
+    by_dim: Named,
+    by_rank: Named,
     *,
-    prompt_free: Mapping[int, float],
-    rank: int,
-    rank_dim: int,
-    baselines: Mapping[str, Mapping[int, tuple[Sequence[float], Sequence[float]]]] | None = None,
-    target: float | None = None,
+    prompt_free: Levels,
+    rank: Count,
+    rank_dim: Count,
+    baselines: Mapping[str, Mapping] | None = None,
+    target: Positive | None = None,
 ) -> Figure:
     """Test error against the number of in-context examples ``n*`` (log-log), in two panels one above the other.
 
@@ -758,13 +975,13 @@ def plot_risk_against_examples(
     if len(by_dim) > len(PALETTE) or len(by_rank) > len(PALETTE) or len(baselines) > 2:
         raise ValueError(f"at most {len(PALETTE)} dimensions, {len(PALETTE)} ranks and 2 baselines can be drawn")
     for name, curves in {"by_dim": by_dim, "by_rank": by_rank}.items():
-        if any(np.asarray(v).shape[-1] != len(ns) for v in curves.values()):
-            raise ValueError(f"every curve of {name} must have one risk per n in ns ({len(ns)}) on its last axis")
+        for key, v in curves.items():
+            _curve(f"{name}[{key!r}] (one risk per n in ns)", v, (len(ns),), ("seeds", len(ns)), log=True)
     missing = ({rank} | set(by_rank)) - set(prompt_free)
     if missing:
         raise ValueError(f"prompt_free must give the prompt-free risk of every rank drawn, missing {sorted(missing)}")
     for name, curves in baselines.items():
-        if set(curves) - set(by_dim) or any(len(x) != len(y) for x, y in curves.values()):
+        if set(curves) - set(by_dim) or not all(_holds_pair(p) for p in curves.values()):
             raise ValueError(f"baseline {name!r} must map dimensions of by_dim to (ns, risks) of one length")
     # one above the other: the first panel's legend (every dimension and learner) needs the column's width
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 8.2), sharey=True)
@@ -799,22 +1016,21 @@ def plot_risk_against_examples(
     return fig
 
 
+@checked
 def plot_subspace_recovery(
-    tasks_by_dim: Mapping[int, np.ndarray],
-    mass_by_dim: Mapping[int, np.ndarray],
-    *,
-    exponents: Sequence[float] = (2, 3),
-    level: float | None = None,
+    tasks_by_dim: Named, mass_by_dim: Named, *, exponents: Reals = (2, 3), level: Probability | None = None
 ) -> Figure:
     """Stage-1 subspace recovery against the number of tasks ``T1``, one panel per scaling ``T1 / d^a`` for ``a``
     in ``exponents``: the scaling under which the curves for different ``d`` fall on one another is the one the
     requirement follows. ``tasks_by_dim`` maps ``d`` to its ``T1`` grid, ``mass_by_dim`` to the mass in ``S`` per
     seed, shape ``(seeds, len(T1 grid))`` (median and range over seeds); ``level`` is a grey dotted line."""
-    if set(tasks_by_dim) != set(mass_by_dim) or not tasks_by_dim:
+    if set(tasks_by_dim) != set(mass_by_dim):
         raise ValueError("tasks_by_dim and mass_by_dim must name the same, non-empty set of dimensions")
     for d, masses in mass_by_dim.items():
-        if np.asarray(masses).shape[-1] != len(tasks_by_dim[d]):
-            raise ValueError(f"mass_by_dim[{d}] must have one column per T1 of tasks_by_dim[{d}]")
+        if not _number(d, 0) or not _grid(tasks_by_dim[d], 0):
+            raise ValueError(f"tasks_by_dim must map dimensions > 0 to T1 > 0 (a log axis), got {d}: {tasks_by_dim[d]}")
+        n = len(tasks_by_dim[d])
+        _curve(f"mass_by_dim[{d}] (one column per T1 of tasks_by_dim[{d}])", masses, (n,), ("seeds", n))
     fig, axes = plt.subplots(1, len(exponents), figsize=_size(FIGURE_WIDTH, 3.4), sharey=True, squeeze=False)
     for ax, a in zip(axes[0], exponents):
         for (d, t1), color in zip(tasks_by_dim.items(), PALETTE):
@@ -836,17 +1052,25 @@ def plot_subspace_recovery(
     return fig
 
 
+Complexities = _declared(
+    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_holds_curves(p) for p in m.values())]],
+    "a mapping",
+    "a mapping of at least one panel, a title to (xs, {learner: values})",
+)
+
+
+@checked
 def plot_sample_complexity(
-    panels: Mapping[str, tuple[Sequence[float], Mapping[str, np.ndarray]]],
-    *,
-    slopes: Mapping[str, Mapping[str, float]] | None = None,
-    ylabel: str = "examples needed $n^*$",
+    panels: Complexities, *, slopes: Mapping[str, Mapping] | None = None, ylabel: str = "examples needed $n^*$"
 ) -> Figure:
     """Sample complexity against a problem size, log-log, one panel per entry of ``panels``: a title to ``(xs,
     {learner: values})`` with values of shape ``(len(xs),)`` or ``(len(xs), 3)`` (estimate, low, high: a
     marker with an error bar). ``slopes`` maps a title to ``{learner: fitted exponent}``, written in the legend."""
-    if not panels:
-        raise ValueError("panels must hold at least one panel")
+    for title, (xs, curves) in panels.items():
+        if not _grid(xs, 0):
+            raise ValueError(f"panels[{title!r}][0] must be finite numbers > 0 (a log axis), got {xs}")
+        for name, values in curves.items():
+            _curve(f"panels[{title!r}][1][{name!r}]", values, (len(xs),), (len(xs), 3), finite=False)
     fig, axes = plt.subplots(1, len(panels), figsize=_size(FIGURE_WIDTH, 3.4), squeeze=False)
     for ax, (title, (xs, curves)) in zip(axes[0], panels.items()):
         xs = np.asarray(xs, dtype=float)
@@ -876,13 +1100,27 @@ def plot_sample_complexity(
     return fig
 
 
+ErrorPanels = _declared(
+    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_error_curves(c) for c in m.values())]],
+    "a mapping",
+    "a mapping of at least one panel, a title to error curves (a non-empty mapping from names to finite float "
+    "tensors (B, K) with B >= 2)",
+)
+Marks = _declared(
+    Annotated[Mapping, Is[lambda m: all(_pair(p) for p in m.values())]],
+    "a mapping",
+    "a mapping from names to points (x, y) of finite numbers",
+)
+
+
+@checked
 def plot_error_panels(
-    panels: Mapping[str, Mapping[str, Tensor]],
+    panels: ErrorPanels,
     *,
-    markers: Mapping[str, tuple[float, float]] | None = None,
+    markers: Marks | None = None,
     ylabel: str = "test squared error",
     logy: bool = True,
-    figsize: tuple[float, float] = (12, 4.2),
+    figsize: Size2 = (12, 4.2),
 ) -> Figure:
     """Error curves with 95% bands (:func:`plot_error_curves`) in side-by-side panels sharing the y axis.
 
@@ -891,8 +1129,6 @@ def plot_error_panels(
     reference learner's error at one prompt length.
     """
     markers = dict(markers or {})
-    if not panels:
-        raise ValueError("panels must hold at least one panel")
     missing = set(markers) - {name for curves in panels.values() for name in curves}
     if missing:
         raise ValueError(f"markers name curves that no panel draws: {sorted(missing)}")
@@ -918,21 +1154,21 @@ SIGNAL_STYLES = {
 }
 
 
+@checked
 def plot_risk_against_signal(
-    norms: Sequence[float],
-    risks: Mapping[str, Sequence[float]],
+    norms: Grid,
+    risks: Named,
     *,
-    bayes: float | None = None,
+    bayes: Real | None = None,
     styles: Mapping[str, dict] | None = None,
     ax: Axes | None = None,
 ) -> Axes:
     """ICL risk against the norm of the shared signal ``||beta*||``: one line per model (``risks`` maps a name to
     its risks, one per entry of ``norms``), styled by ``styles`` (default :data:`SIGNAL_STYLES`), and the Bayes
     risk, which does not depend on ``beta*``, as a dashed horizontal line."""
+    for name, values in risks.items():
+        _curve(f"risks[{name!r}] (one risk per norm)", values, (len(norms),))
     series = {name: np.asarray(values, dtype=float) for name, values in risks.items()}
-    for name, values in series.items():
-        if values.shape != (len(norms),):
-            raise ValueError(f"risks[{name!r}] must hold one risk per norm ({len(norms)}), got shape {values.shape}")
     if ax is None:
         _, ax = plt.subplots(figsize=_size(7.5, 4.2))
     plot_lines(
@@ -957,37 +1193,23 @@ def _scatter_on_diagonal(ax: Axes, x: Tensor, y: Tensor, lims: Sequence[float], 
     ax.legend()
 
 
+@checked
 def plot_gd_beta_reading(
-    pred_read: Tensor,
-    pred_ltb: Tensor,
-    gamma_star: Tensor,
-    gamma_read: Tensor,
+    pred_read: Float[Tensor, " B"],
+    pred_ltb: Float[Tensor, " B"],
+    gamma_star: Float[Tensor, "d d"],
+    gamma_read: Float[Tensor, "d d"],
     *,
-    beta_star: Tensor | None = None,
-    beta_read: Tensor | None = None,
-    k: int = 2000,
+    beta_star: Float[Tensor, " d"] | None = None,
+    beta_read: Float[Tensor, " d"] | None = None,
+    k: Count = 2000,
 ) -> Figure:
     """Two panels on the GD-beta model read off a trained LTB. Left, the LTB's predictions ``pred_ltb`` against
     the read model's ``pred_read`` (both shape ``(B,)``, the first ``k`` prompts); right, the read step
     ``gamma_read`` against the optimal ``gamma_star`` entry by entry (both ``(d, d)``), and the read initialization
     ``beta_read`` against ``beta_star`` (both ``(d,)``) when given."""
-    if pred_read.shape != pred_ltb.shape or pred_read.ndim != 1:
-        raise ValueError(
-            f"pred_read and pred_ltb must both have shape (B,), got {tuple(pred_read.shape)} and "
-            f"{tuple(pred_ltb.shape)}"
-        )
-    if gamma_star.shape != gamma_read.shape or gamma_star.ndim != 2:
-        raise ValueError(
-            f"gamma_star and gamma_read must both have shape (d, d), got {tuple(gamma_star.shape)} "
-            f"and {tuple(gamma_read.shape)}"
-        )
     if (beta_star is None) != (beta_read is None):
         raise ValueError("give both beta_star and beta_read, or neither")
-    if beta_star is not None and (beta_star.shape != beta_read.shape or beta_star.shape != gamma_star.shape[:1]):
-        raise ValueError(
-            f"beta_star and beta_read must both have shape ({gamma_star.shape[0]},), got "
-            f"{tuple(beta_star.shape)} and {tuple(beta_read.shape)}"
-        )
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=_size(6.4, 8.4))
     pred_read, pred_ltb = pred_read[:k].detach().cpu(), pred_ltb[:k].detach().cpu()
     _scatter_on_diagonal(
@@ -1014,13 +1236,14 @@ def plot_gd_beta_reading(
     return fig
 
 
+@checked
 def plot_gap_scaling(
-    ns: Sequence[int],
-    trained: Mapping[float, np.ndarray],
-    closed: Mapping[float, np.ndarray],
+    ns: LogGrid,
+    trained: Named,
+    closed: Mapping,
     *,
-    control: Mapping[float, np.ndarray] | None = None,
-    limit: float | None = None,
+    control: Mapping | None = None,
+    limit: Positive | None = None,
     label: str = "trained LSA",
     control_label: str = "control: LSA fitted at the first n",
     ax: Axes | None = None,
@@ -1032,18 +1255,14 @@ def plot_gap_scaling(
     large-``n`` limit)."""
     ns = np.asarray(ns, dtype=float)
     for norm, gaps in trained.items():
-        if not norm > 0:
+        if not _number(norm, 0):
             raise ValueError(f"norms must be > 0 (the gap is divided by the squared norm), got {norm}")
-        curves = [("closed", closed.get(norm))] + ([("control", control.get(norm))] if control else [])
-        if (
-            np.atleast_2d(np.asarray(gaps, dtype=float)).shape[1] != len(ns)
-            or any(curve is not None and np.asarray(curve).shape != (len(ns),) for _, curve in curves)
-            or (closed.get(norm) is None)
-        ):
-            raise ValueError(
-                f"trained[{norm}] must have shape (seeds, {len(ns)}), and closed[{norm}] (and "
-                f"control[{norm}], if given) shape ({len(ns)},)"
-            )
+        if closed.get(norm) is None:
+            raise ValueError(f"closed must give the closed-form gaps at every norm of trained, missing {norm}")
+        _curve(f"trained[{norm}]", gaps, (len(ns),), ("seeds", len(ns)), log=True)
+        for name, curves in {"closed": closed, "control": control or {}}.items():
+            if curves.get(norm) is not None:
+                _curve(f"{name}[{norm}]", curves[norm], (len(ns),), log=True)
     if ax is None:
         _, ax = plt.subplots(figsize=_size(6.4, 4.2))
     for (norm, gaps), color in zip(trained.items(), PALETTE):
@@ -1076,13 +1295,9 @@ def plot_gap_scaling(
     return ax
 
 
+@checked
 def plot_risk_ratios_against_n(
-    ns: Sequence[int],
-    ratios: Mapping[tuple[float, int], Mapping[str, float]],
-    *,
-    snrs: Sequence[float],
-    linestyles: Mapping[str, str] | None = None,
-    ax: Axes | None = None,
+    ns: LogGrid, ratios: Mapping, *, snrs: Reals, linestyles: Mapping[str, str] | None = None, ax: Axes | None = None
 ) -> Axes:
     """ICL risk relative to the Bayes risk against the number of context examples, on log-log axes: one colour per
     signal-to-noise ratio in ``snrs``, one line style per method (``linestyles``, name to style; default GD-β
@@ -1090,6 +1305,9 @@ def plot_risk_ratios_against_n(
     if len(snrs) > len(PALETTE):
         raise ValueError(f"at most {len(PALETTE)} signal-to-noise ratios can be told apart, got {len(snrs)}")
     linestyles = {"GD-β": "-", "GD-0": ":", "GD++": "--"} if linestyles is None else linestyles
+    missing = [(snr, m) for snr in snrs for m in ns if not _holds(ratios.get((snr, m)), *linestyles)]
+    if missing:
+        raise ValueError(f"ratios must give every method of {list(linestyles)} at every (snr, n), missing {missing}")
     if ax is None:
         _, ax = plt.subplots(figsize=_size(8, 4.5))
     ns = np.asarray(ns)
@@ -1120,14 +1338,18 @@ def plot_risk_ratios_against_n(
     return ax
 
 
-def plot_gd_records(
-    histories: Mapping[str, object], *, keys: Sequence[str], logy: bool = True, width: float = 5.5
-) -> Figure:
+Keys = _declared(
+    Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(isinstance(k, str) for k in v)]],
+    "a tuple or a list",
+    "a non-empty tuple or list of record names",
+)
+
+
+@checked
+def plot_gd_records(histories: Descents, *, keys: Keys, logy: bool = True, width: Positive = 5.5) -> Figure:
     """One panel per recorded quantity in ``keys``, one line per run: ``histories`` maps a run's name (its start,
     say) to a :class:`~icl_utils.gd.GDHistory`, whose ``records[key]`` has shape ``(len(steps),)``. ``logy`` puts
     the quantities on a log scale, where linear convergence is a straight line."""
-    if not keys or not histories:
-        raise ValueError("keys and histories must each name at least one entry")
     for name, hist in histories.items():
         missing = [key for key in keys if key not in hist.records]
         if missing:
@@ -1145,15 +1367,21 @@ def plot_gd_records(
 
 
 # ---- Chapter 5: softmax stage-wise convergence -------------------------------
-def plot_feature_errors(histories: Mapping[str, object], *, level: float | None = None) -> Figure:
+FeatureRuns = _declared(
+    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_feature_run(h) for h in m.values())]],
+    "a mapping",
+    "a non-empty mapping from titles to icl_utils.GDHistory with records['loss_k'] of shape (T, K)",
+)
+
+
+@checked
+def plot_feature_errors(histories: FeatureRuns, *, level: Positive | None = None) -> Figure:
     """Per-feature prediction error ``L_k`` against gradient-descent step, one panel per run (shared log y axis).
 
     ``histories`` maps a panel title to a :class:`~icl_utils.gd.GDHistory` with ``steps`` of shape ``(T,)`` and
     ``records["loss_k"]`` of shape ``(T, K)``. Feature 1 (the dominant one) is a thick blue line, the others
     shades of orange; ``level`` draws a dashed horizontal line (the error at which a feature counts as learned).
     """
-    if not histories:
-        raise ValueError("histories must name at least one run")
     fig, axes = plt.subplots(1, len(histories), figsize=_size(5.5 * len(histories), 4), sharey=True, squeeze=False)
     for ax, (title, hist) in zip(axes[0], histories.items()):
         loss_k = np.asarray(hist.records["loss_k"])
@@ -1173,12 +1401,12 @@ def plot_feature_errors(histories: Mapping[str, object], *, level: float | None 
     return fig
 
 
-def plot_attention_snapshots(steps: np.ndarray, attn: np.ndarray, *, at: Sequence[int]) -> Figure:
+@checked
+def plot_attention_snapshots(steps: Grid, attn: Sequence | np.ndarray, *, at: Grid) -> Figure:
     """Heatmaps of the expected attention (see :func:`plot_attention_heatmaps`) at the recorded steps ``at``
     (each rounded up to the next recorded step). ``steps``: shape ``(T,)``; ``attn``: shape ``(T, K, K)``."""
+    _curve("attn", attn, (len(steps), "K", "K"), finite=False)
     steps, attn = np.asarray(steps), np.asarray(attn)
-    if attn.ndim != 3 or attn.shape[0] != len(steps):
-        raise ValueError(f"attn must be (T, K, K) with T = len(steps) = {len(steps)}, got {attn.shape}")
     picks = [min(int(np.searchsorted(steps, t)), len(steps) - 1) for t in at]
     fig, axes = plt.subplots(
         1, len(picks), figsize=_size(3.5 * len(picks), 3.6), constrained_layout=True, squeeze=False
@@ -1187,16 +1415,25 @@ def plot_attention_snapshots(steps: np.ndarray, attn: np.ndarray, *, at: Sequenc
     return fig
 
 
+PhaseEnds = _declared(
+    Annotated[Sequence | np.ndarray, Is[_three_steps]],
+    "a sequence or array",
+    "three steps, each a number or inf (never)",
+)
+
+
+@checked
 def plot_phase_weights(
-    steps: np.ndarray, w: np.ndarray, *, feature: int, other: int, boundaries: Sequence[float]
+    steps: Grid, w: Sequence | np.ndarray, *, feature: Size, other: Size, boundaries: PhaseEnds
 ) -> Figure:
     """The bilinear weights of an under-represented feature ``k = feature`` (0-based) against step: ``A_k`` (to
     its own feature), ``B_{k,1}`` (to the dominant feature 0) and ``B_{k,m}`` (to feature ``m = other``), with
     the four phases shaded and labelled I-IV. ``steps``: shape ``(T,)``; ``w``: shape ``(T, K, K)`` with
     ``w[t, m, k] = v_m^T Q v_k``; ``boundaries``: the three steps that end phases I, II and III."""
+    K = _curve("w", w, (len(steps), "K", "K")).shape[1]
+    if max(feature, other) >= K:
+        raise ValueError(f"feature and other must be < K = {K}, got {feature} and {other}")
     steps, w = np.asarray(steps), np.asarray(w)
-    if w.ndim != 3 or w.shape[0] != len(steps) or len(boundaries) != 3:
-        raise ValueError("w must be (T, K, K) with T = len(steps), and boundaries must hold three steps")
     k, m = feature, other
     fig, ax = plt.subplots(figsize=_size(8, 4.2))
     plot_lines(
@@ -1213,22 +1450,36 @@ def plot_phase_weights(
     return fig
 
 
-def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
+ConvergencePanels = _declared(
+    Annotated[Sequence, Is[lambda v: len(v) > 0 and all(_holds(p, "x", "xlabel", "times") for p in v)]],
+    "a sequence",
+    "a non-empty sequence of panels, mappings with x, xlabel and times",
+)
+
+
+@checked
+def plot_convergence_times(panels: ConvergencePanels) -> Figure:
     """Steps to convergence on log-log axes, one panel per mapping of ``panels``: ``x`` (shape ``(P,)``, the
     swept quantity), ``xlabel``, ``times`` (a dict from a label to measured steps of shape ``(P, seeds)``, or to a
     pair ``(x, steps)`` for a series on its own x values: the median is drawn with the range over seeds as an error
     bar), optionally ``bounds`` (a dict from a label to values of shape ``(P,)``, drawn dashed) and ``ylabel``
     (default: steps to convergence)."""
-    if not panels:
-        raise ValueError("panels must hold at least one panel")
+    for i, panel in enumerate(panels):
+        if not _grid(panel["x"], 0):
+            raise ValueError(f"panels[{i}]['x'] must be finite numbers > 0 (a log axis), got {panel['x']}")
+        for label, b in panel.get("bounds", {}).items():
+            _curve(f"panels[{i}]['bounds'][{label!r}]", b, (len(panel["x"]),), log=True)
+        for label, t in panel["times"].items():
+            xs, t = t if isinstance(t, tuple) else (panel["x"], t)
+            if not _grid(xs, 0):
+                raise ValueError(f"panels[{i}]['times'][{label!r}][0] must be finite numbers > 0 (a log axis)")
+            _curve(f"panels[{i}]['times'][{label!r}] (one row per x value)", t, (len(xs), "seeds"), log=True)
     fig, axes = plt.subplots(1, len(panels), figsize=_size(5.5 * len(panels), 4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         x = np.asarray(panel["x"], dtype=float)
         for i, (label, t) in enumerate(panel["times"].items()):
             xs, t = (np.asarray(t[0], dtype=float), t[1]) if isinstance(t, tuple) else (x, t)
             t = np.asarray(t, dtype=float)
-            if t.shape[0] != len(xs):
-                raise ValueError(f"times[{label!r}] must have one row per x value ({len(xs)}), got {t.shape}")
             med = np.median(t, 1)
             ax.errorbar(
                 xs,
@@ -1255,7 +1506,17 @@ def plot_convergence_times(panels: Sequence[Mapping[str, object]]) -> Figure:
 
 
 # ---- Appendix: performance -------------------------------------
-def plot_training_speed(results: Sequence[Mapping]) -> Figure:
+SpeedResults = _declared(
+    Annotated[
+        Sequence, Is[lambda v: len(v) > 0 and all(_holds(r, "device", "config", "rows", "ensembles") for r in v)]
+    ],
+    "a sequence",
+    "a non-empty sequence of results files, mappings with device, config, rows and ensembles",
+)
+
+
+@checked
+def plot_training_speed(results: SpeedResults) -> Figure:
     """The training-speed results files of ``benchmarks/train_speed.py`` side by side, one bar colour per file.
 
     Top, training prompts per second of each training loop (log scale from the power of ten at or below the

@@ -21,45 +21,27 @@ a :class:`Prompt` on the generator's device.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Annotated, Protocol, runtime_checkable
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
-
-def _check_tensor(name: str, value: object, ndim: int) -> Tensor:
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    if value.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(value.shape)}")
-    if not value.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got {value.dtype}")
-    return value
+from icl_utils.declared import Count, NonEmpty, Size, checked
 
 
+@checked
 @dataclass(frozen=True)
 class Prompt:
-    """A batch of in-context prompts (see the module docstring for shapes)."""
+    """A batch of in-context prompts (see the module docstring for shapes); a batch holds at least one prompt,
+    so an empty selection is refused where it is made."""
 
-    x: Tensor
-    y: Tensor
-    x_query: Tensor
-    y_query: Tensor
+    x: Annotated[Float[Tensor, "B n d"], NonEmpty]
+    y: Float[Tensor, "B n"]
+    x_query: Float[Tensor, "B d"]
+    y_query: Float[Tensor, " B"]
 
     def __post_init__(self) -> None:
-        _check_tensor("x", self.x, 3)
-        _check_tensor("y", self.y, 2)
-        _check_tensor("x_query", self.x_query, 2)
-        _check_tensor("y_query", self.y_query, 1)
-        batch, n, d = self.x.shape
-        if tuple(self.y.shape) != (batch, n):
-            raise ValueError(
-                f"y must have shape {(batch, n)} to match x {tuple(self.x.shape)}, got {tuple(self.y.shape)}"
-            )
-        if tuple(self.x_query.shape) != (batch, d):
-            raise ValueError(f"x_query must have shape {(batch, d)}, got {tuple(self.x_query.shape)}")
-        if tuple(self.y_query.shape) != (batch,):
-            raise ValueError(f"y_query must have shape {(batch,)}, got {tuple(self.y_query.shape)}")
         for name in ("y", "x_query", "y_query"):
             other = getattr(self, name)
             if other.device != self.x.device or other.dtype != self.x.dtype:
@@ -92,9 +74,10 @@ class Prompt:
         ys = torch.cat([self.y, self.y_query[:, None]], dim=1)
         return xs, ys
 
-    def prefix(self, k: int) -> Prompt:
+    @checked
+    def prefix(self, k: Size) -> Prompt:
         """The prompt whose context is the first ``k`` points and whose query is point ``k`` (0-based)."""
-        if not isinstance(k, int) or not 0 <= k <= self.n_context:
+        if k > self.n_context:
             raise ValueError(f"k must be an int in [0, {self.n_context}], got {k!r}")
         xs, ys = self.points()
         return Prompt(x=xs[:, :k], y=ys[:, :k], x_query=xs[:, k], y_query=ys[:, k])
@@ -118,10 +101,9 @@ class Prompt:
         """The prompts selected by ``index`` along the batch dimension (a slice, indices or a boolean mask)."""
         return Prompt(self.x[index], self.y[index], self.x_query[index], self.y_query[index])
 
-    def split(self, size: int) -> list[Prompt]:
+    @checked
+    def split(self, size: Count) -> list[Prompt]:
         """The batch in consecutive pieces of ``size`` prompts (the last one may be smaller), as ``torch.split``."""
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-            raise ValueError(f"size must be an int >= 1, got {size!r}")
         return [self.take(slice(start, start + size)) for start in range(0, self.batch_size, size)]
 
     @staticmethod
@@ -149,7 +131,7 @@ def squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
     """Squared errors of predictions on ``prompt``: at every point for ``(B, n+1)`` predictions (a causal
     transformer predicts each label from the points before it), at the query for ``(B,)`` predictions. Computed in
     the wider of the two dtypes; any other shape is a ValueError."""
-    if not isinstance(preds, Tensor):
+    if not isinstance(preds, Tensor):  # called once per chunk inside the scoring loops: a check, not a declaration
         raise TypeError(f"predictions must be a torch.Tensor, got {type(preds).__name__}")
     every, query = (prompt.batch_size, prompt.n_context + 1), (prompt.batch_size,)
     if tuple(preds.shape) not in (every, query):

@@ -20,17 +20,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import torch
+from beartype.vale import Is
+from jaxtyping import Float
 from torch import Tensor, nn
 
 from icl_utils import checks, config
+from icl_utils.checks import Count, Counts, Fraction, Pair, Positive, Positives, Samples, Size, Task, checked
 from icl_utils.estimators import ridge
 from icl_utils.exact import attention_risk
 from icl_utils.models.base import evaluating
 from icl_utils.models.feature_attention import AttentionOnFeatures, fit_gamma
-from icl_utils.prompts import Prompt, TaskFamily, squared_errors
+from icl_utils.prompts import Prompt, squared_errors
 from icl_utils.tasks.pool import PromptPool
 
 Estimator = Callable[[Prompt], Tensor]
@@ -51,10 +55,9 @@ def _scored(preds: object, prompt: Prompt, *, query_only: bool) -> Tensor:
     return errors
 
 
+@checked
 def prefix_errors(estimator: Estimator, prompt: Prompt) -> Tensor:
     """Squared errors ``(B, n+1)``: column ``k`` is the estimator's error at point ``k`` given the ``k`` before it."""
-    if not callable(estimator):
-        raise TypeError(f"estimator must be callable on a Prompt, got {type(estimator).__name__}")
     prompt = checks.prompt(prompt)
     cols = []
     for k in range(prompt.n_context + 1):
@@ -63,37 +66,36 @@ def prefix_errors(estimator: Estimator, prompt: Prompt) -> Tensor:
     return torch.stack(cols, dim=1)
 
 
-def _chunk(chunk_size: object, n: int, dim: int) -> int:
+def _chunk(chunk_size: int | None, n: int, dim: int) -> int:
     """Prompts per chunk: ``chunk_size`` if given, else as many prompts of ``n`` examples in ``dim`` dimensions as
     hold :data:`~icl_utils.config.CHUNK_ELEMENTS` values, so that memory is bounded in values, not prompts."""
-    if chunk_size is None:
-        return config.prompts_per_chunk((n + 1) * (dim + 1))
-    return checks.positive_int("chunk_size", chunk_size)
+    return config.prompts_per_chunk((n + 1) * (dim + 1)) if chunk_size is None else chunk_size
 
 
 @torch.no_grad()
-def model_errors(model: nn.Module, prompt: Prompt, chunk_size: int | None = None) -> Tensor:
+@checked
+def model_errors(model: nn.Module, prompt: Prompt, chunk_size: Count | None = None) -> Tensor:
     """Squared errors of a model on ``prompt`` in eval mode: ``(B, n+1)`` for a model that predicts at every point,
     ``(B,)`` for one that predicts the query. Prompts go through the model ``chunk_size`` at a time (default: a
     bounded number of values at a time), which bounds the memory."""
-    checks.module("model", model)
     prompt = checks.prompt(prompt)
     chunk_size = _chunk(chunk_size, prompt.n_context, prompt.dim)
     with evaluating(model):
         return torch.cat([_scored(model(part), part, query_only=False) for part in prompt.split(chunk_size)])
 
 
-def mean_and_band(errors: Tensor, z: float = 1.96) -> tuple[Tensor, Tensor]:
+@checked
+def mean_and_band(
+    errors: Annotated[Float[Tensor, " B *rest"], Pair, checks.Finite], z: Positive = 1.96
+) -> tuple[Tensor, Tensor]:
     """Mean over prompts (dim 0) and the half-width ``z * std / sqrt(B)`` of its normal confidence band."""
-    if not isinstance(errors, Tensor) or errors.ndim < 1 or errors.shape[0] < 2:
-        raise ValueError("errors must be a tensor with at least two prompts along dim 0")
-    z = checks.nonnegative_float("z", z, strict=True)
-    errors = checks.finite("errors", errors.double().cpu())
+    errors = errors.double().cpu()
     return errors.mean(0), z * errors.std(0) / math.sqrt(errors.shape[0])
 
 
 @torch.no_grad()
-def effective_ridge(curve: object, prompt: Prompt, lams: Sequence[float]) -> tuple[float, float]:
+@checked
+def effective_ridge(curve: object, prompt: Prompt, lams: Positives) -> tuple[float, float]:
     """The penalty ``lam`` in ``lams`` whose ridge regression, on the same ``prompt``, has the mean error curve
     closest to ``curve`` (``n + 1`` values, one per prefix length, as :func:`prefix_errors` averages them), and
     that closest distance (root mean square over the prefixes).
@@ -108,11 +110,7 @@ def effective_ridge(curve: object, prompt: Prompt, lams: Sequence[float]) -> tup
             f"curve must hold one mean error per prefix length, shape ({prompt.n_context + 1},), got "
             f"{tuple(curve.shape)}"
         )
-    lams = [
-        checks.nonnegative_float(f"lams[{i}]", lam, strict=True) for i, lam in enumerate(checks.sequence("lams", lams))
-    ]
-    if not lams:
-        raise ValueError("lams must hold at least one penalty")
+    lams = [float(lam) for lam in lams]
     distances = [
         float(
             (prefix_errors(lambda p, lam=lam: ridge(p, lam=lam), prompt).double().mean(0).cpu() - curve)
@@ -127,13 +125,14 @@ def effective_ridge(curve: object, prompt: Prompt, lams: Sequence[float]) -> tup
 
 
 @torch.no_grad()
+@checked
 def query_risk(
     predict: Estimator,
-    task: TaskFamily,
-    n: int,
-    n_prompts: int,
+    task: Task,
+    n: Size,
+    n_prompts: Samples,
     generator: torch.Generator,
-    chunk_size: int | None = None,
+    chunk_size: Count | None = None,
 ) -> tuple[float, float]:
     """Monte Carlo ICL risk ``E (predict(prompt) - y_query)^2`` on ``n_prompts`` fresh prompts of ``n`` examples
     from ``task``, and its standard error. Prompts are drawn and scored ``chunk_size`` at a time (default: as many
@@ -141,13 +140,7 @@ def query_risk(
     memory. ``predict`` is an estimator or a model's ``predict``: one prediction
     per prompt, shape ``(B,)``.
     """
-    if not callable(predict):
-        raise TypeError(f"predict must be callable on a Prompt, got {type(predict).__name__}")
-    checks.task_family(task)
-    n = checks.positive_int("n", n, minimum=0)
-    n_prompts = checks.positive_int("n_prompts", n_prompts, minimum=2)
     chunk_size = _chunk(chunk_size, n, task.dim)
-    checks.generator(generator)
     total, total_sq = 0.0, 0.0
     for start in range(0, n_prompts, chunk_size):
         prompt = task.sample(min(chunk_size, n_prompts - start), n, generator)
@@ -190,20 +183,18 @@ def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
     return np.array([fit_slope(xs, ys[:, r]) for r in range(ys.shape[1])])
 
 
+@checked
 def query_risk_curves(
-    predictors: dict[str, Estimator],
-    task: TaskFamily,
-    ns: Sequence[int],
-    n_prompts: int,
+    predictors: Annotated[dict[str, Estimator], checks.NonEmpty],
+    task: Task,
+    ns: Sequence[int] | np.ndarray,
+    n_prompts: Samples,
     generator: torch.Generator,
-    chunk_size: int | None = None,
+    chunk_size: Count | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`query_risk` of several estimators at every context length in ``ns``: a dict from each name of
     ``predictors`` to an array of shape ``(len(ns), 2)`` (mean, standard error). For each ``n`` in turn, each
     estimator in the given order gets its own ``n_prompts`` fresh prompts from ``generator``."""
-    if not isinstance(predictors, dict) or not predictors:
-        raise TypeError("predictors must be a non-empty dict from names to estimators")
-    checks.sequence("ns", ns)
     curves: dict[str, list] = {name: [] for name in predictors}
     for n in ns:
         for name, predict in predictors.items():
@@ -220,28 +211,24 @@ def local_slopes(ns: Sequence[float], risks: Sequence[float]) -> np.ndarray:
     return np.diff(log_risk) / np.diff(log_n)
 
 
-def empirical_and_expected_risk(model: nn.Module, pool: object, task: object) -> tuple[float, float]:
+@checked
+def empirical_and_expected_risk(model: AttentionOnFeatures, pool: PromptPool, task: Task) -> tuple[float, float]:
     """A feature-attention model's ICL risk on the ``T`` prompts it was pretrained on (a
     :class:`~icl_utils.tasks.pool.PromptPool`: the empirical risk, their mean squared error) and on new tasks of
     ``task`` at the pool's context length (the expected risk, exact by :func:`~icl_utils.exact.attention_risk` with
     the model's own
     ``Gamma``). Their gap measures memorization."""
-    if not isinstance(model, AttentionOnFeatures):
-        raise TypeError(
-            f"model must be linear attention on features (an AttentionOnFeatures), got {type(model).__name__}"
-        )
-    if not isinstance(pool, PromptPool):
-        raise TypeError(f"pool must be a PromptPool, got {type(pool).__name__}")
     empirical = model_errors(model, pool.prompts).mean().item()
     return empirical, attention_risk(model.features, task, pool.prompts.n_context, model.gamma).item()
 
 
+@checked
 def gamma_erm_risks(
-    model: nn.Module,
-    task: object,
-    n: int,
-    sizes: Sequence[int],
-    repeats: int,
+    model: AttentionOnFeatures,
+    task: Task,
+    n: Count,
+    sizes: Counts,
+    repeats: Count,
     generator: torch.Generator,
     *,
     lam: float = 1e-6,
@@ -250,15 +237,6 @@ def gamma_erm_risks(
     risk minimization (:func:`~icl_utils.models.feature_attention.fit_gamma`, penalty ``lam``) on a pool of ``T``
     prompts of ``n`` examples, for every ``T`` in ``sizes`` and ``repeats`` independent pools each: shape
     ``(len(sizes), repeats, 2)``. The features of ``model`` stay fixed; its ``Gamma`` is left at the last fit."""
-    if not isinstance(model, AttentionOnFeatures):
-        raise TypeError(
-            f"model must be linear attention on features (an AttentionOnFeatures), got {type(model).__name__}"
-        )
-    checks.task_family(task)
-    n = checks.positive_int("n", n)
-    sizes = [checks.positive_int("sizes", t) for t in checks.sequence("sizes", sizes)]
-    repeats = checks.positive_int("repeats", repeats)
-    checks.generator(generator)
     out = np.empty((len(sizes), repeats, 2))
     for i, t in enumerate(sizes):
         for r in range(repeats):
@@ -336,27 +314,31 @@ class RiskTerms:
         return examples_needed(self.floor, self.spread, level)
 
 
-def examples_needed(floor: object, spread: object, level: float) -> float | np.ndarray:
+@checked
+def examples_needed(floor: object, spread: object, level: checks.Real) -> float | np.ndarray:
     """The context length ``n = spread / (level - floor)`` at which ``floor + spread / n = level``, elementwise over
     ``floor`` and ``spread`` (numbers or arrays of one shape, e.g. one per pretraining run); ``inf`` where ``level``
-    is at or below the floor."""
-    level = checks.real("level", level)
+    is at or below the floor. A NaN or a negative spread (a variance term) is refused: it would read as a sample
+    complexity, "never reached" or negative."""
     floor, spread = np.asarray(floor, dtype=float), np.asarray(spread, dtype=float)
     if floor.shape != spread.shape:
         raise ValueError(f"floor and spread must have one shape, got {floor.shape} and {spread.shape}")
+    if not (np.isfinite(floor).all() and np.isfinite(spread).all() and (spread >= 0).all()):
+        raise ValueError(f"floor must be finite and spread finite and >= 0, got {floor} and {spread}")
     gap = level - floor
     out = np.where(gap > 0, spread / np.where(gap > 0, gap, 1.0), np.inf)
     return float(out) if out.ndim == 0 else out
 
 
 @torch.no_grad()
+@checked
 def attention_risk_terms(
-    model: nn.Module,
-    task: TaskFamily,
-    n_tasks: int,
-    n_points: int,
+    model: AttentionOnFeatures,
+    task: Task,
+    n_tasks: Samples,
+    n_points: Samples,
     generator: torch.Generator,
-    chunk_size: int | None = None,
+    chunk_size: Count | None = None,
 ) -> RiskTerms:
     """:class:`RiskTerms` of a linear attention on features (an ``AttentionOnFeatures``) on ``n_tasks`` tasks of
     ``task``, each seen through ``n_points`` inputs (the points of one prompt of that length; at least 2).
@@ -366,20 +348,8 @@ def attention_risk_terms(
     ``G = E f f^T`` from ``2^16`` further inputs. The query's label is a context label of the same task (the
     same distribution, noise included).
     """
-    if not isinstance(model, AttentionOnFeatures):
-        raise TypeError(
-            f"model must be linear attention on features (an AttentionOnFeatures), got {type(model).__name__}"
-        )
-    checks.task_family(task)
-    n_tasks = checks.positive_int("n_tasks", n_tasks, minimum=2)
-    n_points = checks.positive_int("n_points", n_points, minimum=2)
-    checks.generator(generator)
     m = model.gamma.shape[0]
-    chunk_size = (
-        config.prompts_per_chunk(n_points * (m + task.dim))
-        if chunk_size is None
-        else checks.positive_int("chunk_size", chunk_size)
-    )
+    chunk_size = config.prompts_per_chunk(n_points * (m + task.dim)) if chunk_size is None else chunk_size
     with evaluating(model):
         inputs = task.sample(2**16 // n_points + 1, n_points, generator).x.reshape(-1, task.dim)
         feats = model.features(inputs).double()
@@ -410,25 +380,19 @@ def attention_risk_terms(
 
 
 @torch.no_grad()
+@checked
 def held_out_errors(
     fit: Callable[[Prompt], Callable[[Tensor], Tensor]],
-    task: TaskFamily,
-    n: int,
-    n_prompts: int,
-    n_queries: int,
+    task: Task,
+    n: Count,
+    n_prompts: checks.Draws,
+    n_queries: checks.Draws,
     generator: torch.Generator,
 ) -> np.ndarray:
     """Each prompt's mean squared error over ``n_queries`` held-out queries, shape ``(n_prompts,)``, for a learner
     that fits the prompt's ``n`` examples: ``fit(prompt)`` returns a predictor from inputs ``(B, Q, d)`` to
     ``(B, Q)`` (:func:`~icl_utils.estimators.kernel_ridge_fit`). Many queries per fitted prompt leave only the
     spread over tasks and prompts in the mean."""
-    if not callable(fit):
-        raise TypeError(f"fit must be callable on a Prompt, got {type(fit).__name__}")
-    checks.task_family(task)
-    n = checks.positive_int("n", n)
-    n_prompts = checks.positive_int("n_prompts", n_prompts)
-    n_queries = checks.positive_int("n_queries", n_queries)
-    checks.generator(generator)
     points = task.sample(n_prompts, n + n_queries - 1, generator)
     xs, ys = points.points()
     predict = fit(Prompt.from_points(xs[:, : n + 1], ys[:, : n + 1]))  # the queries are points n, n + 1, ...
@@ -441,14 +405,14 @@ def held_out_errors(
     return (preds.double() - ys[:, n:].double()).square().mean(1).cpu().numpy()
 
 
-def examples_to_reach(ns: Sequence[float], risks: Sequence[float], level: float) -> float:
+@checked
+def examples_to_reach(ns: Sequence[float] | np.ndarray, risks: Sequence[float] | np.ndarray, level: Positive) -> float:
     """The sample complexity read off a curve measured on a grid: the ``n`` at which the risk falls to ``level``,
     interpolated linearly in ``(log n, log risk)`` between the last grid point above the level and the next one
     (``ns[0]`` if the first is already at or below it, ``inf`` if no point reaches it)."""
     log_n, log_risk = _log_log(ns, risks)
     if np.any(np.diff(log_n) <= 0):
         raise ValueError(f"ns must increase, got {list(ns)}")
-    level = checks.nonnegative_float("level", level, strict=True)
     below = np.flatnonzero(log_risk <= math.log(level))
     if below.size == 0:
         return math.inf
@@ -459,29 +423,24 @@ def examples_to_reach(ns: Sequence[float], risks: Sequence[float], level: float)
     return float(math.exp(log_n[i - 1] + t * (log_n[i] - log_n[i - 1])))
 
 
+#: bootstrap resamples: 10 at least for an interval, at most config.MAX_REPS
+Resamples = Annotated[int, Is[lambda v: not isinstance(v, bool) and 10 <= v <= config.MAX_REPS]]
+checks.describe(Resamples, ("an int", f"in [10, {config.MAX_REPS:.0e}] (config.MAX_REPS)"))
+
+
+@checked
 def bootstrap_interval(
-    statistic: Callable[..., float],
-    groups: Sequence[np.ndarray],
-    *,
-    reps: int = 1000,
-    level: float = 0.9,
-    seed: int = 0,
+    statistic: Callable[..., float], groups: Sequence, *, reps: Resamples = 1000, level: Fraction = 0.9, seed: Size = 0
 ) -> tuple[float, float, float]:
     """``statistic(*groups)`` and its bootstrap interval: each group (an array of independent replicates along its
     first axis: seeds, prompts) is resampled with replacement, independently of the others, ``reps`` times; returns
     ``(estimate, low, high)`` with the central ``level`` of the resampled statistics. Infinite statistics are
     order statistics like any other; if one resample's statistic is nan (it cannot be computed), the interval is
     ``(nan, nan)``, which no claim passes."""
-    if not callable(statistic):
-        raise TypeError(f"statistic must be callable, got {type(statistic).__name__}")
-    groups = [np.asarray(g) for g in checks.sequence("groups", groups)]
+    groups = [np.asarray(g) for g in groups]
     if any(g.ndim < 1 or g.shape[0] < 2 for g in groups):
         raise ValueError("every group must hold at least 2 replicates along its first axis")
-    reps = checks.positive_int("reps", reps, minimum=10)
-    level = checks.real("level", level)
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    rng = np.random.default_rng(checks.positive_int("seed", seed, minimum=0))
+    rng = np.random.default_rng(seed)
     draws = np.array([statistic(*_resample(groups, rng)) for _ in range(reps)], dtype=float)
     if np.isnan(draws).any():
         return float(statistic(*groups)), math.nan, math.nan
@@ -491,24 +450,21 @@ def bootstrap_interval(
 
 
 @torch.no_grad()
+@checked
 def paired_query_errors(
-    predictors: dict[str, Estimator],
-    task: TaskFamily,
-    n: int,
-    n_prompts: int,
+    predictors: Annotated[dict[str, Estimator], checks.NonEmpty],
+    task: Task,
+    n: Size,
+    n_prompts: Samples,
     generator: torch.Generator,
-    chunk_size: int | None = None,
+    chunk_size: Count | None = None,
 ) -> dict[str, np.ndarray]:
     """Squared errors at the query of several predictors on the same ``n_prompts`` prompts of ``n`` examples: a
     dict from each name to an array of shape ``(n_prompts,)``. Differences between predictors are then paired,
     so the spread of the tasks and the query's label noise cancel in them."""
-    if not isinstance(predictors, dict) or not predictors or not all(callable(p) for p in predictors.values()):
-        raise TypeError("predictors must be a non-empty dict from names to estimators")
-    checks.task_family(task)
-    n = checks.positive_int("n", n, minimum=0)
-    n_prompts = checks.positive_int("n_prompts", n_prompts, minimum=2)
+    if not all(callable(p) for p in predictors.values()):  # beartype checks one item of a dict
+        raise TypeError("predictors must be a dict from names to estimators")
     chunk_size = _chunk(chunk_size, n, task.dim)
-    checks.generator(generator)
     out: dict[str, list] = {name: [] for name in predictors}
     for start in range(0, n_prompts, chunk_size):
         prompt = task.sample(min(chunk_size, n_prompts - start), n, generator)

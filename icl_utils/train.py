@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
@@ -25,6 +26,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from icl_utils import checks
+from icl_utils.checks import Count, NonEmpty, Positive, Size, Steps, Task, checked
 from icl_utils.config import make_generator, progress_bar
 from icl_utils.exact import AttentionMoments, profiled_attention_risk
 from icl_utils.models.feature_attention import AttentionOnFeatures
@@ -70,6 +72,7 @@ class Curriculum:
         )
 
 
+@checked
 @dataclass(frozen=True)
 class TrainConfig:
     """A training run: ``steps`` Adam steps, each on ``batch_size`` fresh prompts (per model) of ``n_context``
@@ -82,32 +85,18 @@ class TrainConfig:
     loss is shown and checked for NaN every ``log_every`` steps; nothing else syncs with the host.
     """
 
-    steps: int
-    batch_size: int
-    n_context: int
-    lr: float = 1e-4
-    schedule: str = "constant"
+    steps: Steps
+    batch_size: Count
+    n_context: Size
+    lr: Positive = 1e-4
+    schedule: Literal["constant", "cosine"] = "constant"
     curriculum: Curriculum | None = None
     bf16: bool = False
     cuda_graph: bool | None = None
-    log_every: int = 50
+    log_every: Count = 50
 
     def __post_init__(self) -> None:
-        def keep(name: str, value: object) -> None:  # the checked value, as a Python number
-            object.__setattr__(self, name, value)
-
-        keep("steps", checks.positive_int("steps", self.steps))
-        keep("batch_size", checks.positive_int("batch_size", self.batch_size))
-        keep("n_context", checks.positive_int("n_context", self.n_context, minimum=0))
-        keep("lr", checks.nonnegative_float("lr", self.lr, strict=True))
-        keep("log_every", checks.positive_int("log_every", self.log_every))
-        if self.schedule not in ("constant", "cosine"):
-            raise ValueError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}")
-        checks.boolean("bf16", self.bf16)
-        if self.cuda_graph is not None and not isinstance(self.cuda_graph, bool):
-            raise TypeError(f"cuda_graph must be True, False or None, got {self.cuda_graph!r}")
-        if self.curriculum is not None and not isinstance(self.curriculum, Curriculum):
-            raise TypeError(f"curriculum must be a Curriculum or None, got {type(self.curriculum).__name__}")
+        object.__setattr__(self, "lr", float(self.lr))  # as the optimizer and a results file take it
         if self.curriculum is not None and self.curriculum.n_context[1] > self.n_context:
             raise ValueError(
                 f"curriculum ends at {self.curriculum.n_context[1]} examples, more than n_context={self.n_context}"
@@ -160,21 +149,10 @@ class _Plan:
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast, cache_enabled=not self.graph)
 
 
-def _plan(
-    models: list[nn.Module],
-    tasks: list[TaskFamily],
-    config: TrainConfig,
-    generator: object,
-    progress: object,
-    desc: object,
-) -> _Plan:
+def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig, generator: torch.Generator) -> _Plan:
     """Check what the two training functions share and build the prompt stream: step ``t`` draws ``batch_size``
     prompts per model, all from ``tasks[0]`` or, given one task per model, block ``s`` from ``tasks[s]``."""
-    checks.boolean("progress", progress)
-    checks.text("desc", desc)
-    if not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
-    dev = checks.generator(generator).device
+    dev = generator.device
     if len(tasks) not in (1, len(models)):
         raise ValueError(f"give one task, or one per model ({len(models)}), not {len(tasks)}")
     for task in tasks:
@@ -184,6 +162,10 @@ def _plan(
     curriculum = config.curriculum
     if curriculum is not None and any("active_dims" not in inspect.signature(t.sample).parameters for t in tasks):
         raise ValueError("a curriculum needs a task whose sample takes active_dims (LinearRegression)")
+    if curriculum is not None and curriculum.dims[1] > tasks[0].dim:  # else it fails only when training gets there
+        raise ValueError(
+            f"curriculum grows to {curriculum.dims[1]} dimensions, more than the task's dim={tasks[0].dim}"
+        )
     for i, model in enumerate(models):
         checks.module(f"model {i}", model)
         param = next(model.parameters(), None)
@@ -304,13 +286,16 @@ def _optimize(
             scheduler.step()
             return losses
 
-    history = torch.empty(steps, n_losses, device=plan.dev)
+    blocks: list[Tensor] = []  # log_every steps each, allocated as the run goes: nothing up front for a long run
     start = time.perf_counter()
     bar = progress_bar(range(steps), desc=desc, enabled=progress)
     for step in bar:
+        row = step % log_every
+        if row == 0:
+            blocks.append(torch.empty(min(log_every, steps - step), n_losses, device=plan.dev))
         prompt = plan.draw(step)
         try:
-            history[step] = step_fn(step, prompt)
+            blocks[-1][row] = step_fn(step, prompt)
         except TypeError as err:
             if step > 0:
                 raise
@@ -319,18 +304,40 @@ def _optimize(
                 f"the first training step failed; the model must take a Prompt and return its "
                 f"predictions, (B,) or (B, n+1): {err}"
             ) from err
-        if (step + 1) % log_every == 0 or step + 1 == steps:
-            recent = history[step + 1 - (step % log_every + 1) : step + 1]
-            checks.finite_losses(recent, first_step=step - step % log_every)
+        if row + 1 == len(blocks[-1]):
+            _check_losses(blocks, first_step=step - row)
             if not bar.disable:
-                bar.set_postfix(loss=f"{recent.mean().item():.3f}", refresh=False)
+                bar.set_postfix(loss=f"{blocks[-1].mean().item():.3f}", refresh=False)
     bar.close()
-    return history.cpu().numpy(), time.perf_counter() - start
+    return torch.cat(blocks).cpu().numpy(), time.perf_counter() - start
 
 
+#: A model whose mean loss over ``log_every`` steps grows this many times over its first step's has diverged, even
+#: while its loss stays finite (an LTB at lr 10 goes from 0.5 to 1e11-1e15 within 20 steps): no training run grows its
+#: loss by such a factor, so the separator is fixed here, not measured.
+DIVERGED = 1e6
+
+
+def _check_losses(blocks: list[Tensor], first_step: int) -> None:
+    """A FloatingPointError if the last block of losses holds a NaN or an infinity, or its mean has grown
+    :data:`DIVERGED` times over the first step's loss (per model)."""
+    checks.finite_losses(blocks[-1], first_step=first_step)
+    first, last = blocks[0][0], blocks[-1].mean(0)
+    grown = (last > DIVERGED * first) & (first > 0)
+    if bool(grown.any()):
+        model = int(grown.nonzero()[0, 0])
+        raise FloatingPointError(
+            f"training loss grew from {first[model].item():.3g} at step 0 to a mean of {last[model].item():.3g} "
+            f"over steps {first_step}-{first_step + len(blocks[-1]) - 1}"
+            + (f" in model {model}" if len(first) > 1 else "")
+            + "; lower lr"
+        )
+
+
+@checked
 def train(
     model: nn.Module,
-    task: TaskFamily,
+    task: Task,
     config: TrainConfig,
     *,
     generator: torch.Generator,
@@ -344,8 +351,7 @@ def train(
     query for one that predicts the query (shape ``(B,)``). A non-finite loss stops with an error that names the
     first bad step. The model is left in eval mode.
     """
-    checks.module("model", model)
-    plan = _plan([model], [task], config, generator, progress, desc)
+    plan = _plan([model], [task], config, generator)
 
     def loss_fn(prompt: Prompt) -> Tensor:
         with plan.forward_context():
@@ -361,9 +367,10 @@ def train(
     return TrainHistory(losses=losses[:, 0], seconds=seconds)
 
 
+@checked
 def train_ensemble(
-    models: Sequence[nn.Module],
-    task: TaskFamily | Sequence[TaskFamily],
+    models: Annotated[list | tuple, NonEmpty],
+    task: Task | list | tuple,
     config: TrainConfig,
     *,
     generator: torch.Generator,
@@ -380,11 +387,8 @@ def train_ensemble(
     tensors is exactly ``S`` independent Adams. On a GPU, where small models are limited by kernel launches
     rather than arithmetic, ``S`` models cost little more than one. Returns losses of shape ``(steps, S)``.
     """
-    models = list(models) if isinstance(models, (list, tuple)) else models
-    if not isinstance(models, list) or not models:
-        raise TypeError("models must be a non-empty list or tuple of torch.nn.Module")
-    tasks = list(task) if isinstance(task, (list, tuple)) else [task]
-    plan = _plan(models, tasks, config, generator, progress, desc)
+    models, tasks = list(models), list(task) if isinstance(task, (list, tuple)) else [task]
+    plan = _plan(models, tasks, config, generator)
     names = [name for name, _ in models[0].named_parameters()]
     for i, model in enumerate(models[1:], start=1):
         if (
@@ -468,13 +472,14 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+@checked
 def train_parallel(
-    models: Sequence[nn.Module],
-    task: TaskFamily | Sequence[TaskFamily],
+    models: Annotated[list | tuple, NonEmpty],
+    task: Task | list | tuple,
     config: TrainConfig,
     *,
-    seeds: Sequence[int],
-    workers: int | None = None,
+    seeds: Sequence,
+    workers: Count | None = None,
     progress: bool = True,
     desc: str = "training",
 ) -> list[TrainHistory]:
@@ -489,9 +494,7 @@ def train_parallel(
     without ``fork``). On a GPU the models of each architecture train together, as one :func:`train_ensemble`
     whose prompts come from the group's first seed.
     """
-    models = list(models) if isinstance(models, (list, tuple)) else models
-    if not isinstance(models, list) or not models:
-        raise TypeError("models must be a non-empty list or tuple of torch.nn.Module")
+    models = list(models)
     tasks = list(task) if isinstance(task, (list, tuple)) else [task] * len(models)
     if len(tasks) != len(models):
         raise ValueError(f"give one task, or one per model ({len(models)}), not {len(tasks)}")
@@ -499,19 +502,15 @@ def train_parallel(
     if len(seeds) != len(models):
         raise ValueError(f"seeds must hold one seed per model ({len(models)}), got {len(seeds)}")
     seeds = [checks.positive_int(f"seeds[{i}]", s, minimum=0) for i, s in enumerate(seeds)]
-    if not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     for i, (model, one_task) in enumerate(zip(models, tasks)):
         checks.module(f"models[{i}]", model)
         checks.task_family(one_task, f"task[{i}]")
         if next(model.parameters(), None) is None:
             raise ValueError(f"models[{i}] has no parameters to train")
-    workers = min(_cores(), len(models)) if workers is None else checks.positive_int("workers", workers)
+    workers = min(_cores(), len(models)) if workers is None else workers
     on_cpu = all(p.device.type == "cpu" for model in models for p in model.parameters())
     if not on_cpu or "fork" not in multiprocessing.get_all_start_methods():
         workers = 1
-    checks.boolean("progress", progress)
-    checks.text("desc", desc)
     if not on_cpu:
         return _train_groups(models, tasks, config, seeds, progress, desc)
     bar = progress_bar(range(len(models)), desc=desc, enabled=progress)
@@ -554,7 +553,8 @@ class FitResult:
     grad_max: float
 
 
-def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: int = 500, tol: float = 1e-9) -> FitResult:
+@checked
+def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: Steps = 500, tol: Positive = 1e-9) -> FitResult:
     """Fit ``model`` in place to one fixed sample of prompts by full-batch L-BFGS with a strong-Wolfe line search,
     until the gradient's largest entry or the change of the loss falls below ``tol``, or ``max_iter`` iterations
     (in float32 it is usually the change of the loss, with gradient entries near 1e-3 of a loss of order one).
@@ -564,10 +564,7 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: int = 500, tol: flo
     estimators is not one between training budgets. The sample's size sets how far that optimum is from the
     population's. The model is left in eval mode.
     """
-    checks.module("model", model)
     prompt = checks.prompt(prompt)
-    max_iter = checks.positive_int("max_iter", max_iter)
-    tol = checks.nonnegative_float("tol", tol, strict=True)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("model has no trainable parameters to fit")
@@ -602,14 +599,12 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: int = 500, tol: flo
     return FitResult(loss=loss.item(), iterations=optimizer.state[params[0]].get("n_iter", 0), grad_max=grad_max)
 
 
-def fit_gd_plus_plus_curvature(task: TaskFamily, n: int, n_prompts: int, seed: int) -> tuple[float, float]:
+@checked
+def fit_gd_plus_plus_curvature(task: Task, n: Count, n_prompts: Count, seed: Size) -> tuple[float, float]:
     """``(eta, gamma)`` of von Oswald et al.'s recurrent two-step GD++ (one scalar step and one curvature shared by
     both layers) fitted by :func:`fit_lbfgs` to ``n_prompts`` prompts of ``n`` examples drawn from ``task`` with a
     CPU generator seeded ``seed``. The fit starts at the step ``0.5 / Var x_1``: the same start in the inputs' units,
     so that inputs of another scale land on the same optimum, rescaled."""
-    checks.task_family(task)
-    n, n_prompts = checks.positive_int("n", n), checks.positive_int("n_prompts", n_prompts)
-    seed = checks.positive_int("seed", seed, minimum=0)
     input_cov = getattr(task, "input_cov", None)
     if not callable(input_cov):
         raise TypeError(f"task must give its input covariance (input_cov()), got {type(task).__name__}")
@@ -618,8 +613,9 @@ def fit_gd_plus_plus_curvature(task: TaskFamily, n: int, n_prompts: int, seed: i
     return model.step.item(), model.gamma.item()
 
 
+@checked
 def fit_features_exact(
-    model: nn.Module, task: object, n: int, *, max_iter: int = 200, points: int | None = None
+    model: AttentionOnFeatures, task: object, n: Count, *, max_iter: Steps = 200, points: Count | None = None
 ) -> float:
     """Pretrain the feature map of linear attention on infinitely many tasks, exactly: full-batch L-BFGS (strong-Wolfe
     line search, at most ``max_iter`` iterations) on the parameters of ``model.features`` against the ICL risk at
@@ -627,10 +623,6 @@ def fit_features_exact(
     expectations by quadrature on ``points`` nodes), then ``Gamma`` set to that best one. No prompt is sampled, so
     the loss has no Monte Carlo noise, and a deterministic loss lets L-BFGS take far fewer steps than Adam. Returns the
     ICL risk at ``n`` of the trained features with that ``Gamma``."""
-    if not isinstance(model, AttentionOnFeatures):
-        raise TypeError(f"model must be linear attention on features (AttentionOnFeatures), got {type(model).__name__}")
-    n = checks.positive_int("n", n)
-    max_iter = checks.positive_int("max_iter", max_iter)
     params = [p for name, p in model.named_parameters() if name != "gamma" and p.requires_grad]
     if not params:
         raise ValueError("model has no feature parameters to train")

@@ -227,7 +227,7 @@ def test_plot_learner_comparison_draws_a_panel_per_setting_with_seed_medians_and
     plt.close(fig)
     with pytest.raises(ValueError, match=r"panels\['d'\]\[1\]\['mc'\] \(mean and standard error\)"):
         plotting.plot_learner_comparison(ns, {"d": ({}, {"mc": np.array([0.3, 0.2])})})
-    with pytest.raises(ValueError, match="panels must map"):
+    with pytest.raises(ValueError, match="panels must be a non-empty mapping"):
         plotting.plot_learner_comparison(ns, {})
     with pytest.raises(ValueError, match=r"panels\['d'\]\[0\]\['exact'\] must have shape"):
         plotting.plot_learner_comparison(ns, {"d": ({"exact": runs[:, :1]}, {})})

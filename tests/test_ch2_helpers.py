@@ -121,13 +121,13 @@ def test_static_and_modified_models(problem):
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (dict(model="linear"), ValueError, "model must be one of"),
+        (dict(model="linear"), ValueError, "model must be 'attention' or 'static' or 'modified'"),
         (dict(model="attention"), ValueError, "gamma_lr must be given"),
         (dict(model="attention", gamma_lr=1.0, record=lambda t: {}), ValueError, "record is for the static"),
         (dict(model="modified"), TypeError, "generator must be a torch.Generator"),
         (dict(model="static", batch=4), TypeError, "generator must be a torch.Generator"),
         (dict(model="static", eta=0.0), ValueError, "eta must be > 0"),
-        (dict(model="static", init=torch.zeros(4, D + 1)), ValueError, "particles must be a tensor of shape"),
+        (dict(model="static", init=torch.zeros(4, D + 1)), ValueError, r"init must have width k \+ d \+ 1"),
         (dict(model="static", data=torch.zeros(4, 3)), TypeError, "data must be a FeaturePrompts"),
     ],
 )
@@ -177,7 +177,7 @@ def test_mixture_is_the_mixed_network_and_the_path_ends_at_zero(problem):
     losses = mf.path_losses(init, teacher.particles, rotation, np.linspace(0, 1, 5), f, x)
     assert losses.shape == (5,) and losses[-1] < 1e-6
     assert losses[0] == pytest.approx(mf.static_loss(init, f, x, K).item())
-    with pytest.raises(ValueError, match="rotation must be a square"):
+    with pytest.raises(ValueError, match=r"rotation must be a float tensor of shape \(k, k\)"):
         mf.mixture(init, teacher.particles, s, rotation[:1])
 
 
@@ -189,7 +189,7 @@ def test_readout_error_of_a_readable_and_an_unreadable_task(problem):
     assert mf.readout_error(init, ones, x) > 1e-3  # no free constant: a constant is read only through the features
     noise = torch.randn(len(x), generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     assert 0.9 < mf.readout_error(init, noise, x) <= 1.0  # independent of x: nothing to read out
-    with pytest.raises(ValueError, match="g must be a tensor of shape"):
+    with pytest.raises(ValueError, match=r"x must be a float tensor of shape \(\*#S, K, d\).*K=511"):
         mf.readout_error(init, noise[:-1], x)
 
 

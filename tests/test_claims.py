@@ -67,15 +67,21 @@ def test_every_problem_is_listed_at_once():
     "kw, error, match",
     [
         (dict(value=float("nan")), ValueError, "NaN"),
-        (dict(value="0.3"), TypeError, "value of claim"),
+        (dict(value="0.3"), TypeError, "value must be a real number"),
+        (dict(value=True), TypeError, "value must be a real number"),
+        (dict(id=" "), ValueError, "id must be a non-empty str"),
+        (dict(check="< 0.5"), TypeError, "check must be a Check"),
+        (dict(interval=(0.0,)), ValueError, "interval must be a pair"),
+        (dict(interval=(float("nan"), 1.0)), ValueError, "interval must be a pair"),
+        (dict(figure=None), TypeError, "figure must be a str"),
         (dict(status="holds"), ValueError, "status must be one of"),
-        (dict(controls=Control("c", 1.0)), TypeError, "controls must be a sequence"),
-        (dict(controls=("c",)), TypeError, "controls must be a sequence of Control"),
+        (dict(controls=Control("c", 1.0)), TypeError, "controls must be a tuple or list"),
+        (dict(controls=("c",)), ValueError, "controls must be a tuple or list of icl_utils.claims.Control"),
         (dict(interval=(1.0, 0.0)), ValueError, "must hold the value"),
         (dict(interval=(2.0, 3.0)), ValueError, "must hold the value"),
-        (dict(value=np.array([0.1, 0.2])), TypeError, "single number"),
+        (dict(value=np.array([0.1, 0.2])), TypeError, "value must be a real number"),
         (dict(controls=(Control("c", 0.0), Control("c", 1.0))), ValueError, "distinct names"),
-        (dict(statement=""), ValueError, "statement must not be empty"),
+        (dict(statement=""), ValueError, "statement must be a non-empty str"),
     ],
 )
 def test_bad_claims_are_named(kw, error, match):
@@ -88,9 +94,10 @@ def test_bad_claims_are_named(kw, error, match):
     [
         (("=<", 1.0, "separator"), ValueError, "relation must be one of"),
         (("<", 1.0, "chosen after the run"), ValueError, "origin must be one of"),
-        (("<", float("nan"), "closed form"), ValueError, "bound must not be NaN"),
+        (("<", float("nan"), "closed form"), ValueError, "bound must be a real number, not NaN"),
         (("<", None, "closed form"), TypeError, "bound must be a real number"),
-        ((["<"], 1.0, "closed form"), ValueError, "relation must be one of"),
+        ((["<"], 1.0, "closed form"), TypeError, "relation must be a str"),
+        (("<", 1.0, "separator", None), TypeError, "note must be a str"),
     ],
 )
 def test_bad_checks_are_named(args, error, match):
@@ -110,7 +117,7 @@ def test_a_ledger_refuses_duplicates_and_bad_names():
         Ledger("00_x", [claim(), claim()])
     with pytest.raises(TypeError, match="claim must be a Claim"):
         Ledger("00_x", ["rate"])
-    with pytest.raises(TypeError, match="claims must be a sequence"):
+    with pytest.raises(TypeError, match="claims must be a list or a tuple"):
         Ledger("00_x", None)
     with pytest.raises(ValueError, match="chapter must be"):
         Ledger("..")
@@ -141,6 +148,20 @@ def test_json_round_trip_and_tables(tmp_path, monkeypatch):
     assert "weak: no control" in page
 
 
+def test_numpy_numbers_are_taken_and_recorded_as_floats():
+    c = claim(
+        value=np.float32(-0.75),
+        check=Check("<", np.float64(-0.5), "separator"),
+        controls=(Control("untrained", np.float32(0.25)),),
+        interval=(np.float32(-1.0), np.int64(0)),
+    )
+    assert [type(v) for v in (c.value, c.check.bound, c.controls[0].value, *c.interval)] == [float] * 5
+    assert c.check.holds(np.float32(-0.75)) and not c.check.holds(np.int64(0))
+    with pytest.raises(ValueError, match="value must be a real number, not NaN"):
+        c.check.holds(float("nan"))
+    assert claim(controls=[Control("c", 1.0)]).controls == (Control("c", 1.0),)  # a list is kept as a tuple
+
+
 def test_infinite_values_are_checked_and_shown():
     c = claim(value=-math.inf)
     assert c.holds and "-∞" in table([c])
@@ -152,7 +173,7 @@ def test_a_failing_ledger_is_written_as_failing_with_infinities_as_strings(tmp_p
     assert record["claims"][0]["value"] == "-inf" and len(record["problems"]) == 1
     assert "fails its check" in record["problems"][0]
     assert "the ledger fails" in overview(["05_z"], load(tmp_path))
-    with pytest.raises(TypeError, match="chapters must be a sequence"):
+    with pytest.raises(TypeError, match="chapters must be a list or a tuple"):
         overview("05_z", {})
 
 

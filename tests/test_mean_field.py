@@ -241,9 +241,13 @@ def test_gradient_descent_with_per_block_steps_and_a_hook():
         (
             lambda: attention_loss(torch.zeros(3, 7), torch.zeros(3, 2), torch.zeros(5, 3), torch.zeros(5, 3)),
             ValueError,
-            "gamma must be a square",
+            r"gamma must be a float tensor of shape \(\*#S, k, k\)",
         ),
-        (lambda: TeacherFeatures(dim=4, k=2).features(torch.zeros(3, 5)), ValueError, "last dimension dim=4"),
+        (
+            lambda: TeacherFeatures(dim=4, k=2).features(torch.zeros(3, 5)),
+            ValueError,
+            "x must (have last dimension dim=4|be a float tensor of shape)",
+        ),
         (lambda: init_particles(0, 4, 2, torch.Generator()), ValueError, "width must be >= 1"),
     ],
 )

@@ -84,13 +84,13 @@ def test_fit_slope_recovers_a_power_law():
     "kwargs, match",
     [
         (dict(dim=1, smoothness=0.0), "smoothness must be > 0"),
-        (dict(dim=1, smoothness=1.0, order=-1), "order must be >= 0"),
-        (dict(dim=1, smoothness=1.0, basis="wavelet"), "basis must be one of"),
+        (dict(dim=1, smoothness=1.0, order=-1), r"order must be in \[0, "),
+        (dict(dim=1, smoothness=1.0, basis="wavelet"), "basis must be 'fourier' or 'bspline'"),
         (dict(dim=0, smoothness=1.0), "dim must be >= 1"),
     ],
 )
 def test_bad_task_arguments_raise(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((ValueError, TypeError), match=match):
         NonparametricTasks(**kwargs)
 
 
@@ -98,9 +98,9 @@ def test_bad_sample_and_basis_arguments_raise(gen):
     task = NonparametricTasks(dim=1, smoothness=1.0)
     with pytest.raises(ValueError, match="batch must be >= 1"):
         task.sample(0, 4, gen)
-    with pytest.raises(ValueError, match="order must be >= 0"):
+    with pytest.raises(ValueError, match=r"order must be in \[0, "):
         cardinal_bspline(torch.zeros(3), -1)
-    with pytest.raises(ValueError, match="last dimension dim=1"):
+    with pytest.raises(ValueError, match="x must be a float tensor of shape"):
         task.features(torch.zeros(4, 2))
 
 
@@ -252,7 +252,7 @@ def test_discrete_posterior_mean_matches_a_direct_computation(chunk_elements, ge
         assert abs(got[b].item() - want.item()) < 1e-5
     one = discrete_posterior_mean(p, pool[:1], task.noise_var)  # a pool of one task: that task's prediction
     torch.testing.assert_close(one, (p.x_query.double() @ pool[0]).float())
-    with pytest.raises(ValueError, match="pool must be a tensor of shape"):
+    with pytest.raises(ValueError, match="pool must have the prompt's dimension"):
         discrete_posterior_mean(p, pool[:, :3], task.noise_var)
 
 
@@ -264,7 +264,7 @@ def test_kernel_ridge_tunes_the_bandwidth_with_the_penalty(gen):
     tuned = kernel_ridge(p, bandwidth=(0.02, 0.2, 2.0))
     err = lambda pred: (pred - p.y_query).square().mean().item()  # noqa: E731
     assert err(tuned) < 1.2 * min(err(kernel_ridge(p, bandwidth=h)) for h in (0.02, 0.2, 2.0))
-    with pytest.raises(ValueError, match="bandwidth must be a positive number or a non-empty sequence"):
+    with pytest.raises(ValueError, match="bandwidth must be"):
         kernel_ridge(p, bandwidth=())
 
 
@@ -350,6 +350,22 @@ def test_bspline_features_have_unit_norm_under_uniform_inputs(dim, order):
     torch.testing.assert_close(second, torch.ones_like(second), rtol=2e-3, atol=0)
     raw = (feats * task._bspline_table[2]).square().mean(0)  # control: without the normalization
     assert raw.min() < 0.5 * raw.max()
+
+
+def test_bspline_basis_in_high_dimension_enumerates_only_the_shifts_it_keeps():
+    """Level 0 has (m + 1)^d shifts, 3^100 in d = 100: the basis takes the first n_basis of them, not all."""
+    task = NonparametricTasks(dim=100, smoothness=1.0, basis="bspline", n_basis=8)
+    assert task._index == [(0, b) for b in itertools.islice(itertools.product(range(-2, 1), repeat=100), 8)]
+    assert task.features(torch.rand(5, 100, generator=torch.Generator().manual_seed(0))).shape == (5, 8)
+
+
+def test_bspline_orders_stop_at_max_order():
+    """The recursion costs 2^order operations: orders up to MAX_ORDER are computed, the next is refused."""
+    top = nonparametric.MAX_ORDER
+    x = torch.linspace(-1, top + 2, 2001, dtype=torch.float64)
+    assert torch.trapezoid(cardinal_bspline(x, top), x).item() == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match=rf"order must be in \[0, {top}\].*got {top + 1}"):
+        cardinal_bspline(x, top + 1)
 
 
 def test_bspline_levels_count_the_shifts_of_each_level():

@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+import torch
 
 from icl_utils import plotting
 
@@ -79,3 +80,35 @@ def test_training_loss_tells_its_reference_levels_apart_and_names_what_its_lines
     assert len(styles) == 2 and styles[0] != styles[1]
     assert "LSA (4 norms)" in ax.get_legend_handles_labels()[1]
     plt.close(fig)
+
+
+def test_numpy_numbers_are_taken_where_python_numbers_are():
+    """A rate or a dimension read off an array (a NumPy scalar) draws what the Python number draws."""
+    ns, curves = [16, 64, 256], {"true basis": np.array([0.3, 0.1, 0.03])}
+    drawn = []
+    for rate in (2 / 3, np.float32(2 / 3), np.float64(2 / 3)):
+        fig = plotting.plot_feature_maps(ns, curves, rate=rate)
+        drawn.append([line.get_ydata().tolist() for line in fig.axes[0].lines])
+        plt.close(fig)
+    np.testing.assert_allclose(drawn[1], drawn[0], rtol=1e-6)  # float32's 2/3
+    assert drawn[2] == drawn[0]
+    fig = plotting.plot_error_per_dimension({"Bayes": torch.ones(4, 6)}, dim=np.int64(2), noise_var=np.float32(0.5))
+    assert fig.axes[0].get_xlabel() == "number of in-context examples"
+    plt.close(fig)
+
+
+def test_a_refused_argument_leaves_no_figure_behind():
+    """Arguments are checked before anything is drawn: a refused call opens no figure."""
+    plt.close("all")
+    with pytest.raises(ValueError, match=r"curves\['a'\] must have shape \(3,\)"):
+        plotting.plot_feature_maps([16, 64, 256], {"a": np.ones(2)}, rate=0.5)
+    with pytest.raises(ValueError, match="ratios must give every method"):
+        plotting.plot_risk_ratios_against_n([4, 8], {}, snrs=[1.0])
+    with pytest.raises(ValueError, match=r"losses_b\['static'\] must have shape \(3,\) or \(3, S\)"):
+        one = {"static": np.ones(2)}
+        plotting.plot_mean_field_training(
+            np.arange(3), {"static": np.ones(3)}, one, np.ones(2), one, one, saddle_steps=5
+        )
+    with pytest.raises(ValueError, match="one row per x value"):
+        plotting.plot_convergence_times([{"x": [4, 8], "xlabel": "K", "times": {"T": np.ones((3, 2))}}])
+    assert plt.get_fignums() == []

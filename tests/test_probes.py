@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 
-from icl_utils import config, exact, risk
+from icl_utils import claims, config, exact, plotting, risk
 from icl_utils import estimators as est
 from icl_utils.dynamics import gd_beta
 from icl_utils.dynamics import mean_field as mf
 from icl_utils.dynamics import softmax_attention as sa
 from icl_utils.estimators import kernel_ridge_fit, two_layer_network_fit
-from icl_utils.gd import gradient_descent
+from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.models import LTB, FeatureAttention, GDBeta, GDPlusPlus, GPTConfig, ICLTransformer, MLPAttention
 from icl_utils.models.feature_attention import fit_attention_ridge, one_step_feature_update, stage_one_gradients
 from icl_utils.models.linear_attention import attention_mask, gd_beta_from_ltb, ltb_from_gd_beta, token_matrix
@@ -119,7 +119,7 @@ case(
     lambda: Prompt(np.zeros((1, 2, 1)), torch.zeros(1, 2), torch.zeros(1, 1), torch.zeros(1)),
 )
 case("prefix beyond n", "k must be an int in", lambda: prompt().prefix(5))
-case("prefix of a float", "k must be an int in", lambda: prompt().prefix(1.0))
+case("prefix of a float", "k must be an int", lambda: prompt().prefix(1.0))
 case("squared_errors of a list", "predictions must be a torch.Tensor", lambda: squared_errors([0.0] * 3, prompt()))
 case("squared_errors (B, 1)", "predictions must have shape", lambda: squared_errors(torch.zeros(3, 1), prompt()))
 
@@ -218,12 +218,12 @@ case(
 case("LinearRegression.sample active_dims 3 > dim", "active_dims must be <= dim", lambda: LR.sample(2, 3, gen(), 3))
 case(
     "LinearRegression.sample weights of wrong shape",
-    r"weights must be a tensor of shape \(2, 2\)",
+    "weights must be a float tensor of shape",
     lambda: LR.sample(2, 3, gen(), weights=torch.zeros(2, 3)),
 )
 case(
     "LinearRegression.sample NaN weights",
-    "weights must be finite",
+    "weights must be .* finite values",
     lambda: LR.sample(2, 3, gen(), weights=torch.full((2, 2), NAN)),
 )
 case(
@@ -238,7 +238,7 @@ case(
 )
 case(
     "NonparametricTasks.sample weights wrong shape",
-    "weights must be a tensor of shape",
+    "weights must be a float tensor of shape",
     lambda: FAMILIES["NonparametricTasks"].sample(2, 3, gen(), weights=torch.zeros(2, 7)),
 )
 case(
@@ -266,12 +266,12 @@ case("LinearRegression noise_std -1", "noise_std must be >= 0", lambda: LinearRe
 case("LinearRegression noise_std NaN", "noise_std must be", lambda: LinearRegression(dim=2, noise_std=NAN))
 case(
     "LinearRegression prior_mean NaN",
-    "prior_mean must be finite",
+    "prior_mean must be .* finite values",
     lambda: LinearRegression(dim=2, prior_mean=torch.tensor([NAN, 0.0])),
 )
 case(
     "LinearRegression prior_cov wrong shape",
-    r"prior_cov must have shape \(2, 2\)",
+    "prior_cov must be a float tensor of shape",
     lambda: LinearRegression(dim=2, prior_cov=torch.eye(3)),
 )
 case("LinearRegression x_cov a string", "x_cov must be", lambda: LinearRegression(dim=2, x_cov="identity"))
@@ -279,15 +279,17 @@ case("NonparametricTasks dim 0", "dim must be >= 1", lambda: NonparametricTasks(
 case("NonparametricTasks smoothness 0", "smoothness must be > 0", lambda: NonparametricTasks(dim=1, smoothness=0.0))
 case(
     "NonparametricTasks basis 'wavelet'",
-    "basis must be one of",
+    "basis must be 'fourier' or 'bspline'",
     lambda: NonparametricTasks(dim=1, smoothness=1.0, basis="wavelet"),
 )
 case(
-    "NonparametricTasks n_basis 0", "n_basis must be >= 1", lambda: NonparametricTasks(dim=1, smoothness=1.0, n_basis=0)
+    "NonparametricTasks n_basis 0",
+    r"n_basis must be in \[1, ",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0, n_basis=0),
 )
 case(
     "NonparametricTasks order -1",
-    "order must be >= 0",
+    r"order must be in \[0, ",
     lambda: NonparametricTasks(dim=1, smoothness=1.0, basis="bspline", order=-1),
 )
 case(
@@ -302,7 +304,7 @@ case(
 )
 case(
     "NonparametricTasks.features wrong width",
-    "x must be a tensor with last dimension dim=1",
+    "x must be a float tensor of shape",
     lambda: FAMILIES["NonparametricTasks"].features(torch.zeros(3, 2)),
 )
 case("SingleIndexTasks subspace_dim 0", "subspace_dim must be >= 1", lambda: SingleIndexTasks(dim=3, subspace_dim=0))
@@ -338,7 +340,7 @@ case(
 )
 case(
     "DiscreteFeatures probs a matrix",
-    "probs must be a non-empty vector",
+    r"probs must be a float tensor of shape \(K,\)",
     lambda: DiscreteFeatures(dim=3, probs=torch.full((2, 2), 0.25)),
 )
 case(
@@ -350,10 +352,10 @@ case("imbalanced_probs one feature", "n_features must be >= 2", lambda: imbalanc
 case("imbalanced_probs dominant 1", "dominant must be in", lambda: imbalanced_probs(3, 1.0))
 case("TeacherFeatures rank > k", "rank must be at most k", lambda: TeacherFeatures(dim=2, k=2, rank=3))
 case("TeacherFeatures scale 0", "scale must be > 0", lambda: TeacherFeatures(dim=2, k=2, scale=0.0))
-case("TeacherFeatures n_whiten 1", "n_whiten must be >= 2", lambda: TeacherFeatures(dim=2, k=2, n_whiten=1))
+case("TeacherFeatures n_whiten 1", r"n_whiten must be in \[2, ", lambda: TeacherFeatures(dim=2, k=2, n_whiten=1))
 case(
     "TeacherFeatures.features wrong width",
-    "x must be a tensor with last dimension dim=2",
+    "x must be a float tensor of shape",
     lambda: FAMILIES["TeacherFeatures"].features(torch.zeros(3, 3)),
 )
 case(
@@ -365,8 +367,60 @@ case("sigmoid_network k 0", "k must be >= 1", lambda: sigmoid_network(torch.zero
 case("PromptPool of a tensor", "prompts must be an icl_utils.Prompt", lambda: PromptPool(torch.zeros(2, 3, 1)))
 case("cardinal_bspline of a list", "x must be a torch.Tensor", lambda: cardinal_bspline([0.5], 2))
 case("cardinal_bspline order 1.5", "order must be an int", lambda: cardinal_bspline(torch.zeros(2), 1.5))
-case("hermite degree -1", "degree must be >= 0", lambda: hermite(torch.zeros(2), -1))
+case("hermite degree -1", r"degree must be in \[0, ", lambda: hermite(torch.zeros(2), -1))
 case("hermite of a list", "z must be a torch.Tensor", lambda: hermite([0.0], 2))
+# complex tensors once lost their imaginary part in silence; integer inputs made the B-splines inf or NaN
+for _name in ("prior_cov", "x_cov"):
+    case(
+        f"LinearRegression complex {_name}",
+        f"{_name} must be a float tensor",
+        lambda n=_name: LinearRegression(dim=2, **{n: torch.eye(2) * (1 + 1j)}),
+    )
+case(
+    "LinearRegression complex prior_mean",
+    "prior_mean must be a float tensor",
+    lambda: LinearRegression(dim=2, prior_mean=torch.ones(2) * 1j),
+)
+case(
+    "DiscreteFeatures complex probs",
+    "probs must be a float tensor",
+    lambda: DiscreteFeatures(dim=3, probs=torch.ones(1) + 0j),
+)
+case(
+    "NonparametricTasks.features of an int64 tensor",
+    "x must be a float tensor",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0, basis="bspline", n_basis=8).features(torch.tensor([[0], [1]])),
+)
+case("cardinal_bspline of an int64 tensor", "x must be a float tensor", lambda: cardinal_bspline(torch.arange(3), 2))
+# costs of 2^order tensor operations (order 40 once hung) and allocations torch once tried (seconds, then out of memory)
+case("cardinal_bspline order 40", r"order must be in \[0, 10\].*got 40", lambda: cardinal_bspline(torch.zeros(2), 40))
+case(
+    "NonparametricTasks order 40",
+    r"order must be in \[0, 10\].*got 40",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0, basis="bspline", order=40),
+)
+case("hermite degree 10**6", r"degree must be in \[0, 170\]", lambda: hermite(torch.zeros(2), 10**6))
+case(
+    "TeacherFeatures n_whiten 1e8 in d = 20",
+    r"n_whiten \* dim = 2e\+09 values",
+    lambda: TeacherFeatures(dim=20, k=2, n_whiten=10**8),
+)
+case(
+    "DiscreteFeatures dim 1e6", r"dim \* dim = 1e\+12 values", lambda: DiscreteFeatures(dim=10**6, probs=torch.ones(1))
+)
+case(
+    "SingleIndexTasks dim 1e6",
+    r"dim \* subspace_dim = 1e\+12 values",
+    lambda: SingleIndexTasks(dim=10**6, subspace_dim=10**6),
+)
+for _name, _draw in {
+    "LinearRegression.sample_weights": lambda: LR.sample_weights(10**10, gen()),
+    "NonparametricTasks.coefficients": lambda: FAMILIES["NonparametricTasks"].coefficients(10**10, gen()),
+    "SingleIndexTasks.sample_directions": lambda: FAMILIES["SingleIndexTasks"].sample_directions(10**10, gen()),
+    "SingleIndexTasks.sample_links": lambda: FAMILIES["SingleIndexTasks"].sample_links(10**10, gen()),
+    "TeacherFeatures.inputs": lambda: FAMILIES["TeacherFeatures"].inputs(10**10, gen()),
+}.items():
+    case(f"{_name} 1e10 draws", r"(batch|count) \* \w+ = \S+ values", _draw)
 case(
     "projection_mass of zero weights",
     "weights must not be all zero",
@@ -374,7 +428,7 @@ case(
 )
 case(
     "projection_mass NaN weights",
-    "weights must be finite",
+    "weights must be .* finite values",
     lambda: projection_mass(torch.full((3, 4), NAN), torch.eye(4)[:, :2]),
 )
 case(
@@ -477,7 +531,7 @@ case(
 
 # --- training --------------------------------------------------------------------------------------------------
 for field, value, pattern in (
-    ("steps", 0, "steps must be >= 1"),
+    ("steps", 0, r"steps must be in \[1, "),
     ("steps", 1.5, "steps must be an int"),
     ("batch_size", 0, "batch_size must be >= 1"),
     ("n_context", -1, "n_context must be"),
@@ -529,7 +583,7 @@ case(
 case("train desc 3", "desc must be a str", lambda: train(LTB(2), LR, cfg(), generator=gen(), progress=False, desc=3))
 case(
     "train_ensemble of one module",
-    "models must be a non-empty list",
+    "models must be a list or a tuple",
     lambda: train_ensemble(LTB(2), LR, cfg(), generator=gen(), progress=False),
 )
 case(
@@ -562,12 +616,12 @@ case(
 quad = lambda t: t.square().sum()  # noqa: E731
 case(
     "gd loss_fn not callable",
-    "loss_fn must be callable",
+    "loss_fn must be a callable",
     lambda: gradient_descent(1.0, torch.ones(2), steps=1, lr=0.1, progress=False),
 )
 case(
     "gd init a list",
-    "init must be a floating-point tensor",
+    "init must be a torch.Tensor or a dict",
     lambda: gradient_descent(quad, [1.0, 2.0], steps=1, lr=0.1, progress=False),
 )
 case(
@@ -585,7 +639,17 @@ case(
     "init must be a tensor or a non-empty dict",
     lambda: gradient_descent(quad, {}, steps=1, lr=0.1, progress=False),
 )
-case("gd steps 0", "steps must be >= 1", lambda: gradient_descent(quad, torch.ones(2), steps=0, lr=0.1, progress=False))
+case("gd steps 0", r"steps must be in \[1, ", lambda: gradient_descent(quad, torch.ones(2), steps=0, lr=0.1, progress=False))
+# sizes that once allocated a 40 GB loss history up front, then failed: refused at once, with the size
+case(
+    "gd steps 1e10",
+    r"steps must be in \[1, 1e\+07\] \(config.MAX_STEPS\), got 10000000000",
+    lambda: gradient_descent(quad, torch.ones(2), steps=10**10, lr=0.1, progress=False),
+)
+case("TrainConfig steps 1e10", r"steps must be in \[1, .*got 10000000000", lambda: cfg(steps=10**10))
+case("two_layer_network steps 1e9", r"steps must be in \[1, ", lambda: est.two_layer_network(prompt(), steps=10**9))
+case("gd_plus_plus steps 1e9", r"steps must be in \[1, ", lambda: est.gd_plus_plus(prompt(), 0.1, 0.0, steps=10**9))
+case("gd_plus_plus complex matrix step", "lr must be", lambda: est.gd_plus_plus(prompt(), torch.eye(2) * 1j, 0.0))
 case(
     "gd lr negative", "lr must be > 0", lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=-0.1, progress=False)
 )
@@ -596,17 +660,17 @@ case(
 )
 case(
     "gd record not callable",
-    "record must be callable",
+    "record must be a callable",
     lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1, record=1, progress=False),
 )
 case(
     "gd hook not callable",
-    "hook must be callable",
+    "hook must be a callable",
     lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1, hook="x", progress=False),
 )
 case(
     "gd until not callable",
-    "until must be callable",
+    "until must be a callable",
     lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=0.1, until=True, progress=False),
 )
 case(
@@ -637,11 +701,11 @@ case(
     "predictions must be finite",
     lambda: risk.query_risk(lambda p: p.y_query * NAN, LR, 3, 8, gen()),
 )
-case("query_risk not callable", "predict must be callable", lambda: risk.query_risk(3, LR, 3, 8, gen()))
+case("query_risk not callable", "predict must be a callable", lambda: risk.query_risk(3, LR, 3, 8, gen()))
 case(
     "query_risk task a string", "task must be a task family", lambda: risk.query_risk(est.averaging, "lr", 3, 8, gen())
 )
-case("query_risk n_prompts 1", "n_prompts must be >= 2", lambda: risk.query_risk(est.averaging, LR, 3, 1, gen()))
+case("query_risk n_prompts 1", r"n_prompts must be in \[2, ", lambda: risk.query_risk(est.averaging, LR, 3, 1, gen()))
 case("query_risk n -1", "n must be >= 0", lambda: risk.query_risk(est.averaging, LR, -1, 8, gen()))
 case(
     "query_risk chunk_size 0",
@@ -658,15 +722,15 @@ case(
     r"got \(3, 1\)",
     lambda: risk.prefix_errors(lambda p: p.y_query[:, None] * 0, prompt()),
 )
-case("prefix_errors not callable", "estimator must be callable", lambda: risk.prefix_errors(None, prompt()))
+case("prefix_errors not callable", "estimator must be a callable", lambda: risk.prefix_errors(None, prompt()))
 case(
     "model_errors of a function", "model must be a torch.nn.Module", lambda: risk.model_errors(est.averaging, prompt())
 )
 case("model_errors chunk_size 1.5", "chunk_size must be an int", lambda: risk.model_errors(LTB(2), prompt(), 1.5))
 case("mean_and_band z -1", "z must be > 0", lambda: risk.mean_and_band(torch.ones(3, 2), z=-1))
-case("mean_and_band NaN errors", "errors must be finite", lambda: risk.mean_and_band(torch.tensor([1.0, NAN])))
-case("mean_and_band one prompt", "at least two prompts", lambda: risk.mean_and_band(torch.ones(1, 2)))
-case("mean_and_band a list", "errors must be a tensor", lambda: risk.mean_and_band([1.0, 2.0]))
+case("mean_and_band NaN errors", "errors must be .*finite values", lambda: risk.mean_and_band(torch.tensor([1.0, NAN])))
+case("mean_and_band one prompt", "errors must be .*at least two rows", lambda: risk.mean_and_band(torch.ones(1, 2)))
+case("mean_and_band a list", "errors must be a torch.Tensor", lambda: risk.mean_and_band([1.0, 2.0]))
 case(
     "fit_slope one distinct n",
     "ns must hold at least two distinct values",
@@ -680,6 +744,39 @@ case(
     "examples_to_reach unsorted ns", "ns must increase", lambda: risk.examples_to_reach([4, 1, 2], [1.0, 0.1, 0.1], 0.5)
 )
 case("examples_to_reach level 0", "level must be > 0", lambda: risk.examples_to_reach([1, 2], [1.0, 1.0], 0.0))
+# a NaN or negative term once read as a sample complexity ("never reached", or negative), and then as an exponent
+case("examples_needed NaN floor", "floor must be finite", lambda: risk.examples_needed(NAN, 1.0, 0.5))
+case("examples_needed negative spread", "spread finite and >= 0", lambda: risk.examples_needed(0.1, -1.0, 0.5))
+_NAN_RUNS = [np.array([[NAN, 1.0], [NAN, 2.0]]), np.array([[NAN, 1.0], [NAN, 3.0]])]
+case(
+    "scaling_exponent of a NaN floor",
+    "floor must be finite",
+    lambda: risk.scaling_exponent([1, 2], _NAN_RUNS, lambda r: risk.examples_needed(r[:, 0], r[:, 1], 0.5).mean()),
+)
+case(
+    "exponent_difference of a NaN floor",
+    "floor must be finite",
+    lambda: risk.exponent_difference(
+        ([1, 2], _NAN_RUNS, lambda r: risk.examples_needed(r[:, 0], r[:, 1], 0.5).mean()),
+        ([1, 2], [np.ones((2, 2)), np.ones((2, 2))], np.mean),
+    ),
+)
+# sizes that once ran for hours: refused at once, with the size
+case(
+    "bootstrap_interval reps 1e9",
+    r"reps must be in \[10, ",
+    lambda: risk.bootstrap_interval(np.mean, [np.ones(3)], reps=10**9),
+)
+case(
+    "query_risk n_prompts 1e15",
+    r"n_prompts must be in \[2, ",
+    lambda: risk.query_risk(est.averaging, LR, 3, 10**15, gen()),
+)
+case(
+    "mean_and_band complex errors",
+    "errors must be a float tensor",
+    lambda: risk.mean_and_band(torch.ones(3, dtype=torch.complex64)),
+)
 case(
     "bootstrap_interval one replicate", "at least 2 replicates", lambda: risk.bootstrap_interval(np.mean, [np.ones(1)])
 )
@@ -712,7 +809,7 @@ case(
 )
 case(
     "attention_risk_terms one point",
-    "n_points must be >= 2",
+    r"n_points must be in \[2, ",
     lambda: risk.attention_risk_terms(FeatureAttention(3, 4), FAMILIES["SingleIndexTasks"], 4, 1, gen()),
 )
 case(
@@ -722,7 +819,7 @@ case(
 )
 case(
     "paired_query_errors not a dict",
-    "non-empty dict",
+    "predictors must be a dict",
     lambda: risk.paired_query_errors([np.mean], FAMILIES["SingleIndexTasks"], 4, 3, gen()),
 )
 case(
@@ -754,12 +851,12 @@ case(
 )
 case(
     "SingleIndexTasks.conditional_mean wrong dim",
-    "x must be a tensor of shape",
+    "x must be a float tensor of shape",
     lambda: FAMILIES["SingleIndexTasks"].conditional_mean(torch.zeros(4, 2)),
 )
 case(
     "query_risk_curves of a list",
-    "predictors must be a non-empty dict",
+    "predictors must be a dict",
     lambda: risk.query_risk_curves([est.averaging], LR, [1, 2], 4, gen()),
 )
 case(
@@ -769,12 +866,12 @@ case(
 )
 case(
     "empirical_and_expected_risk of an LTB",
-    "model must be linear attention on features",
+    "model must be an AttentionOnFeatures",
     lambda: risk.empirical_and_expected_risk(LTB(2), FAMILIES["PromptPool"], LR),
 )
 
 # --- dynamics --------------------------------------------------------------------------------------------------
-case("sa.predict NaN q", "q must be finite", lambda: sa.predict(prompt(), torch.full((2, 2), NAN)))
+case("sa.predict NaN q", "q must be .* finite values", lambda: sa.predict(prompt(), torch.full((2, 2), NAN)))
 case(
     "sa.sample_counts NaN probability",
     "probs must be positive",
@@ -782,7 +879,7 @@ case(
 )
 case(
     "sa.sample_counts n_samples 0",
-    "n_samples must be >= 1",
+    r"n_samples must be in \[1, ",
     lambda: sa.sample_counts(torch.tensor([0.5, 0.5]), 3, 0, gen()),
 )
 case(
@@ -815,14 +912,14 @@ case(
 case("sa.bound_terms lr 0", "lr must be > 0", lambda: sa.bound_terms(np.array([4]), np.array([0.1]), 0.0))
 case(
     "sa.concentration_quantile quantile 1.5",
-    "quantile must be a number in",
+    r"quantile must be in \(0, 1\)",
     lambda: sa.concentration_quantile(
         torch.zeros(2, 2), torch.tensor([0.5, 0.5]), 4, n_samples=4, quantile=1.5, generator=gen()
     ),
 )
 case(
     "sa.convergence_times n_seeds 0",
-    "n_seeds must be >= 1",
+    r"n_seeds must be in \[1, ",
     lambda: sa.convergence_times(
         [(torch.tensor([0.5, 0.5]), 4)], eps=[0.1], n_seeds=0, steps=2, lr=1.0, n_samples=4, generator=gen()
     ),
@@ -859,7 +956,7 @@ case(
 )
 case(
     "mf.BirthDeathPerturbation sample_init not callable",
-    "sample_init must be callable",
+    "sample_init must be a callable",
     lambda: mf.BirthDeathPerturbation(lambda p: p.sum(), None, gen()),
 )
 case(
@@ -869,7 +966,7 @@ case(
 )
 case(
     "mf.run_gradient_descent model 'mlp'",
-    "model must be one of",
+    "model must be 'attention' or 'static' or 'modified', got 'mlp'",
     lambda: mf.run_gradient_descent("mlp", _feature_prompts(), torch.zeros(4, 4), steps=1, eta=0.1),
 )
 case(
@@ -889,7 +986,7 @@ case(
 )
 case(
     "mf.FeaturePrompts y of wrong shape",
-    "x must be \\(P, n, d\\)",
+    r"y must be a float tensor of shape \(P, n\)",
     lambda: mf.FeaturePrompts(torch.zeros(3, 4, 2), torch.zeros(3, 4, 1), torch.zeros(3, 5)),
 )
 case(
@@ -909,13 +1006,56 @@ case(
 )
 case(
     "gd_beta.gd_beta_flow steps 0",
-    "steps must be >= 1",
+    r"steps must be in \[1, ",
     lambda: gd_beta.gd_beta_flow(LR, 4, {"beta0": torch.zeros(2), "gamma": torch.eye(2)}, steps=0, lr=0.1),
 )
 case(
     "gd_beta.gd_beta_hessian gamma 3x3",
     "gamma must",
     lambda: gd_beta.gd_beta_hessian(LR, 4, torch.zeros(2), torch.eye(3)),
+)
+# issue 46's findings in the dynamics: each was accepted (or failed late, deep in torch) before
+case(
+    "mf.FeaturePrompts NaN x",
+    "x must be .* finite values",
+    lambda: mf.FeaturePrompts(torch.full((3, 4, 2), NAN), torch.zeros(3, 4, 1), torch.zeros(3, 4)),
+)
+case(
+    "mf.FeaturePrompts integer y",
+    "y must be a float tensor",
+    lambda: mf.FeaturePrompts(torch.zeros(3, 4, 2), torch.zeros(3, 4, 1), torch.zeros(3, 4, dtype=torch.int64)),
+)
+case(
+    "mf.FeaturePrompts.sample count 1e8",  # the teacher's hidden layer at 4e8 points: 16e8 values
+    r"count \* length \* max\(teacher.dim, teacher.width, teacher.k\) = 1.6e\+09 values",
+    lambda: mf.FeaturePrompts.sample(FAMILIES["TeacherFeatures"], 10**8, 4, gen()),
+)
+case(
+    "mf.BirthDeathPerturbation NaN reference",  # every student would look converged: birth-death off
+    "reference must be .* finite values",
+    lambda: mf.BirthDeathPerturbation(
+        lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), reference=torch.tensor([NAN, 1.0])
+    ),
+)
+case(
+    "sa.sample_counts n_samples 1e7 of 1000 draws",  # 1e10 draws: torch ran out of memory after seconds
+    r"n_samples \* max\(n_context, K\) = 1e\+10 values",
+    lambda: sa.sample_counts(torch.tensor([0.5, 0.5]), 1000, 10**7, gen()),
+)
+case(
+    "sa.sample_counts complex probs",  # the imaginary part was dropped with a warning
+    "probs must be a float tensor",
+    lambda: sa.sample_counts(torch.tensor([0.5 + 1j, 0.5]), 3, 4, gen()),
+)
+case(
+    "sa.run_gradient_descent complex probs array",
+    "probs must be",
+    lambda: sa.run_gradient_descent(np.array([0.5 + 1j, 0.5]), 4, steps=2, lr=1.0, n_samples=4, generator=gen()),
+)
+case(
+    "gd_beta.gd_beta_hessian complex beta0",
+    "beta0 must be a float tensor",
+    lambda: gd_beta.gd_beta_hessian(LR, 4, torch.zeros(2, dtype=torch.complex64), torch.eye(2)),
 )
 
 # --- exact risks -----------------------------------------------------------------------------------------------
@@ -928,16 +1068,16 @@ case(
 )
 case(
     "gd_beta_risk beta0 of wrong length",
-    r"beta0 must be a tensor of shape \(2,\)",
+    r"beta0 and gamma must have shapes \(2,\) and \(2, 2\) .* got \(3,\)",
     lambda: exact.gd_beta_risk(LR, 4, torch.zeros(3), torch.eye(2)),
 )
 case(
     "gd_beta_risk NaN gamma",
-    "gamma must be finite",
+    "gamma must be .* with finite values",
     lambda: exact.gd_beta_risk(LR, 4, torch.zeros(2), torch.full((2, 2), NAN)),
 )
 case("optimal_gd_step n 1.5", "n must be an int", lambda: exact.optimal_gd_step(LR, 1.5))
-case("bayes_risk n_mc 1", "n_mc must be >= 2", lambda: exact.bayes_risk(LR, 4, gen(), n_mc=1))
+case("bayes_risk n_mc 1", r"n_mc must be in \[2, ", lambda: exact.bayes_risk(LR, 4, gen(), n_mc=1))
 case(
     "bayes_risk a task without posterior_mean",
     "task must",
@@ -955,7 +1095,7 @@ case(
 )
 case(
     "attention_risk NaN gamma",
-    "gamma must be finite",
+    "gamma must be .* with finite values",
     lambda: exact.attention_risk(
         FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, torch.full((8, 8), NAN)
     ),
@@ -978,6 +1118,267 @@ if not torch.cuda.is_available():
     case("make_generator 'cuda' without CUDA", "asks for CUDA", lambda: config.make_generator(0, "cuda"))
 if not torch.backends.mps.is_available():
     case("make_generator 'mps' without MPS", "asks for MPS", lambda: config.make_generator(0, "mps"))
+
+# --- figures (icl_utils.plotting) and ledgers (icl_utils.claims) -------------------------------------------------
+ERRORS = torch.rand(4, 5, generator=gen())
+NS = (4, 8, 16)
+case("plot_error_curves a list of curves", "curves must be a mapping", lambda: plotting.plot_error_curves([ERRORS]))
+case(
+    "plot_error_curves numpy curves",
+    "curves must be a non-empty mapping from names to finite float tensors",
+    lambda: plotting.plot_error_curves({"a": ERRORS.numpy()}),
+)
+case(
+    "plot_error_curves NaN curve",
+    "curves must be a non-empty mapping from names to finite",
+    lambda: plotting.plot_error_curves({"a": torch.full((4, 5), NAN)}),
+)
+case(
+    "plot_error_curves normalize 0",
+    "normalize must be > 0",
+    lambda: plotting.plot_error_curves({"a": ERRORS}, normalize=0),
+)
+case(
+    "plot_error_curves ylim of one",
+    "ylim must be a pair",
+    lambda: plotting.plot_error_curves({"a": ERRORS}, ylim=(1.0,)),
+)
+case(
+    "plot_error_curves ylim 0 on a log axis",
+    "ylim must be > 0 on a log axis",
+    lambda: plotting.plot_error_curves({"a": ERRORS}, ylim=(0.0, 1.0), logy=True),
+)
+case("plot_error_curves logy 'yes'", "logy must be", lambda: plotting.plot_error_curves({"a": ERRORS}, logy="yes"))
+case(
+    "plot_error_curves x 2-d",
+    "x must be a non-empty 1-D",
+    lambda: plotting.plot_error_curves({"a": ERRORS}, x=np.ones((5, 2))),
+)
+case(
+    "plot_error_curves reference a number",
+    "reference must be a mapping",
+    lambda: plotting.plot_error_curves({"a": ERRORS}, reference=0.5),
+)
+case(
+    "plot_training_loss a list",
+    "histories must be a non-empty mapping",
+    lambda: plotting.plot_training_loss({"a": [1.0, 2.0]}),
+)
+case("plot_training_loss empty", "histories must be a non-empty mapping", lambda: plotting.plot_training_loss({}))
+case(
+    "plot_attention_heatmaps empty",
+    "attn must be a non-empty",
+    lambda: plotting.plot_attention_heatmaps([], [], axes=[]),
+)
+case(
+    "plot_lines lengths",
+    r"series\['a'\] must have shape \(3,\)",
+    lambda: plotting.plot_lines(np.arange(3), {"a": np.ones(4)}),
+)
+case(
+    "plot_lines style keyword",
+    r"styles\['a'\] must hold keywords of a line",
+    lambda: plotting.plot_lines(np.arange(3), {"a": np.ones(3)}, styles={"a": {"colour": "r"}}),
+)
+case(
+    "plot_lines zeros on a log axis",
+    r"series\['a'\] must hold a finite value > 0",
+    lambda: plotting.plot_lines(np.arange(3), {"a": np.zeros(3)}, logy=True),
+)
+case(
+    "plot_rate_curves empty",
+    "curves must be a non-empty mapping",
+    lambda: plotting.plot_rate_curves(NS, {}, oracle={}, oracle_n=[4]),
+)
+case(
+    "plot_rate_curves oracle without standard errors",
+    r"oracle\[1.0\] \(mean and standard error\) must have shape \(2, 2\)",
+    lambda: plotting.plot_rate_curves(NS, {1.0: np.ones(3)}, oracle={1.0: np.ones(2)}, oracle_n=[4, 8]),
+)
+case(
+    "plot_rate_curves curve too short",
+    r"curves\[1.0\] must have shape \(3,\)",
+    lambda: plotting.plot_rate_curves(NS, {1.0: np.ones(2)}, oracle={1.0: np.ones((2, 2))}, oracle_n=[4, 8]),
+)
+case(
+    "plot_feature_maps rate inf",
+    "rate must be > 0 and finite",
+    lambda: plotting.plot_feature_maps(NS, {"a": np.ones(3)}, rate=INF),
+)
+case(
+    "plot_feature_maps n = 0 on a log axis",
+    "ns must be .* > 0",
+    lambda: plotting.plot_feature_maps([0, 4, 8], {"a": np.ones(3)}, rate=0.5),
+)
+case(
+    "plot_feature_maps all-NaN curve",
+    r"curves\['a'\] must hold a finite value",
+    lambda: plotting.plot_feature_maps(NS, {"a": np.full(3, NAN)}, rate=0.5),
+)
+case(
+    "plot_pretraining_sets without gap",
+    "curves must be a non-empty mapping from labels to mappings of ratio, empirical and gap",
+    lambda: plotting.plot_pretraining_sets({"a": {"ratio": np.ones(2), "empirical": np.ones((2, 3))}}, noise_var=0.1),
+)
+case(
+    "plot_pretraining_sets noise_var '0.1'",
+    "noise_var must be a real number",
+    lambda: plotting.plot_pretraining_sets(
+        {"a": {"ratio": np.ones(2), "empirical": np.ones((2, 3)), "gap": np.ones((2, 3))}}, noise_var="0.1"
+    ),
+)
+case(
+    "plot_learner_comparison no ns",
+    "ns must be a non-empty",
+    lambda: plotting.plot_learner_comparison([], {"d": ({"a": np.ones(0)}, {})}),
+)
+case(
+    "plot_task_diversity empty",
+    "risks must be a non-empty mapping",
+    lambda: plotting.plot_task_diversity([1, 2], {}, gaussian_best=0.1, bayes=0.05),
+)
+case(
+    "plot_task_diversity ylim 0 on a log axis",
+    "ylim must be a pair .* > 0",
+    lambda: plotting.plot_task_diversity([1, 2], {"a": np.ones(2)}, gaussian_best=0.1, bayes=0.05, ylim=(0, 5)),
+)
+case(
+    "plot_model_losses lengths",
+    r"losses\['static'\] must have shape",
+    lambda: plotting.plot_model_losses(np.arange(4), {"static": np.ones(3)}),
+)
+case(
+    "plot_escape_times lengths",
+    r"escapes\['static'\] must have shape",
+    lambda: plotting.plot_escape_times(np.ones(3), {"static": np.ones(2)}, steps=10),
+)
+case(
+    "plot_escape_by_variant empty",
+    "escapes must be a non-empty mapping",
+    lambda: plotting.plot_escape_by_variant({}, steps=10),
+)
+case(
+    "plot_escape_by_variant steps 0",
+    "steps must be >= 1",
+    lambda: plotting.plot_escape_by_variant({"a": np.ones(2)}, steps=0),
+)
+case(
+    "plot_readout_errors empty",
+    "learned must be a non-empty mapping",
+    lambda: plotting.plot_readout_errors(np.arange(3), {}, {}, {}),
+)
+case(
+    "plot_subspace_mass share 1.5",
+    r"trained must be .* in \[0, 1\]",
+    lambda: plotting.plot_subspace_mass(["a"], [0.5], [1.5]),
+)
+case(
+    "plot_subspace_mass labels a str",
+    "labels must be a list or a tuple",
+    lambda: plotting.plot_subspace_mass("ab", [0.5, 0.2], [0.5, 0.3]),
+)
+case(
+    "plot_floor_by_width point a number",
+    r"points must be a mapping from names to points \(x, y\)",
+    lambda: plotting.plot_floor_by_width([1, 2], {"a": np.ones((2, 2))}, points={"p": 3.0}),
+)
+case(
+    "plot_risk_against_examples no ns",
+    "ns must be a non-empty",
+    lambda: plotting.plot_risk_against_examples([], {}, {}, prompt_free={1: 0.5}, rank=1, rank_dim=4),
+)
+case(
+    "plot_subspace_recovery no exponents",
+    "exponents must be a non-empty",
+    lambda: plotting.plot_subspace_recovery({2: [1, 2]}, {2: np.ones((2, 2))}, exponents=()),
+)
+case(
+    "plot_sample_complexity values of another length",
+    r"panels\['d'\]\[1\]\['a'\] must have shape \(2,\) or \(2, 3\)",
+    lambda: plotting.plot_sample_complexity({"d": ([1, 2], {"a": np.ones(3)})}),
+)
+case(
+    "plot_sample_complexity a panel not a pair",
+    "panels must be a mapping of at least one panel",
+    lambda: plotting.plot_sample_complexity({"d": [1, 2]}),
+)
+case(
+    "plot_error_panels an empty panel",
+    "panels must be a mapping of at least one panel",
+    lambda: plotting.plot_error_panels({"p": {}}),
+)
+case(
+    "plot_risk_against_signal empty",
+    "risks must be a non-empty mapping",
+    lambda: plotting.plot_risk_against_signal([1.0, 2.0], {}),
+)
+case(
+    "plot_gd_beta_reading numpy predictions",
+    "pred_read must be a torch.Tensor",
+    lambda: plotting.plot_gd_beta_reading(np.ones(3), np.ones(3), torch.eye(2), torch.eye(2)),
+)
+case(
+    "plot_gd_beta_reading k 0",
+    "k must be >= 1",
+    lambda: plotting.plot_gd_beta_reading(torch.ones(3), torch.ones(3), torch.eye(2), torch.eye(2), k=0),
+)
+case("plot_gap_scaling empty", "trained must be a non-empty mapping", lambda: plotting.plot_gap_scaling(NS, {}, {}))
+case(
+    "plot_risk_ratios_against_n a ratio missing",
+    r"ratios must give every method .* missing \[\(1.0, 8\)\]",
+    lambda: plotting.plot_risk_ratios_against_n(
+        [4, 8], {(1.0, 4): {"GD-β": 1.0, "GD-0": 1.1, "GD++": 1.2}}, snrs=[1.0]
+    ),
+)
+case(
+    "plot_gd_records a list for a run",
+    "histories must be a non-empty mapping",
+    lambda: plotting.plot_gd_records({"a": [1.0]}, keys=["loss"]),
+)
+case(
+    "plot_gd_records keys a str",
+    "keys must be a tuple or a list",
+    lambda: plotting.plot_gd_records({"a": GDHistory(np.arange(3), {"loss": np.ones(3)})}, keys="loss"),
+)
+case(
+    "plot_feature_errors without loss_k",
+    r"histories must be .* records\['loss_k'\]",
+    lambda: plotting.plot_feature_errors({"a": GDHistory(np.arange(3), {"loss": np.ones(3)})}),
+)
+case(
+    "plot_attention_snapshots at empty",
+    "at must be a non-empty",
+    lambda: plotting.plot_attention_snapshots(np.arange(3), np.ones((3, 2, 2)), at=[]),
+)
+case(
+    "plot_phase_weights feature 5 of 2",
+    "feature and other must be < K = 2",
+    lambda: plotting.plot_phase_weights(np.arange(3), np.ones((3, 2, 2)), feature=5, other=1, boundaries=[1, 2, 3]),
+)
+case(
+    "plot_convergence_times without times",
+    "panels must be a non-empty sequence of panels, mappings with x, xlabel and times",
+    lambda: plotting.plot_convergence_times([{"x": [1, 2], "xlabel": "K"}]),
+)
+case(
+    "plot_convergence_times x 0 on a log axis",
+    r"panels\[0\]\['x'\] must be finite numbers > 0",
+    lambda: plotting.plot_convergence_times([{"x": [0, 2], "xlabel": "K", "times": {"a": np.ones((2, 3))}}]),
+)
+case(
+    "plot_training_speed without rows",
+    "results must be a non-empty sequence of results files",
+    lambda: plotting.plot_training_speed([{"device": "CPU", "config": "small"}]),
+)
+case("plot_training_speed no results", "results must be a non-empty sequence", lambda: plotting.plot_training_speed([]))
+case(
+    "changed_since a bad commit ending in +",
+    "commit must be a commit hash",
+    lambda: claims.changed_since("abc; rm -rf .+"),
+)
+case("claims.overview ledgers None", "ledgers must be a mapping", lambda: claims.overview(["00_x"], None))
+case("claims.table of None", "claims must be a sequence", lambda: claims.table(None))
+case("claims.load folder 3", "folder must be", lambda: claims.load(3))
 
 
 def _nan_model() -> LTB:

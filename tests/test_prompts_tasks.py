@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -43,7 +44,7 @@ def test_prefix_makes_point_k_the_query(gen):
 
 def test_prompt_validates_shapes():
     x = torch.zeros(2, 3, 4)
-    with pytest.raises(ValueError, match="y must have shape"):
+    with pytest.raises(ValueError, match="y must be a float tensor of shape"):
         Prompt(x=x, y=torch.zeros(2, 4), x_query=torch.zeros(2, 4), y_query=torch.zeros(2))
     with pytest.raises(ValueError, match="x_query"):
         Prompt(x=x, y=torch.zeros(2, 3), x_query=torch.zeros(2, 5), y_query=torch.zeros(2))
@@ -121,7 +122,7 @@ def test_from_points_makes_the_last_point_the_query(gen):
     assert torch.equal(back_x, xs) and torch.equal(back_y, ys)
     alone = Prompt.from_points(xs[:, :1], ys[:, :1])  # one point: the query alone, n = 0
     assert alone.n_context == 0 and torch.equal(alone.x_query, xs[:, 0])
-    with pytest.raises(ValueError, match="y must have shape"):
+    with pytest.raises(ValueError, match="y must be a float tensor of shape"):
         Prompt.from_points(xs, ys[:, :5])
 
 
@@ -146,6 +147,29 @@ def test_every_sampler_is_a_task_family_drawing_n_examples_and_a_query(name, gen
     assert a.n_context == 0 and torch.equal(a.x_query, b.x_query) and torch.equal(a.y_query, b.y_query)
     pool = PromptPool(p)
     assert isinstance(pool, TaskFamily) and pool.sample(3, 6, gen).n_context == 6
+
+
+NUMPY_TASKS = {  # each family's numbers given as NumPy scalars, and as the Python numbers they hold
+    "linear": lambda m: LinearRegression(dim=m(3), noise_std=m(0.1), x_range=m(0.5)),
+    "nonparametric": lambda m: NonparametricTasks(
+        dim=m(2), smoothness=m(1.5), basis="bspline", n_basis=m(9), order=m(1), noiseless_query=m(True)
+    ),
+    "single index": lambda m: SingleIndexTasks(dim=m(3), subspace_dim=m(2), lead_mean=m(1.5), subspace_seed=m(1)),
+    "discrete": lambda m: DiscreteFeatures(dim=m(3), probs=imbalanced_probs(m(3), m(0.5)), seed=m(2)),
+    "teacher features": lambda m: TeacherFeatures(dim=m(3), k=m(2), width=m(4), scale=m(1.5), n_whiten=m(256)),
+}
+
+
+@pytest.mark.parametrize("name", NUMPY_TASKS)
+def test_numpy_scalars_are_taken_as_the_python_numbers_they_hold(name):
+    def numpy(v):
+        return np.bool_(v) if isinstance(v, bool) else np.int64(v) if isinstance(v, int) else np.float64(v)
+
+    task, same = NUMPY_TASKS[name](numpy), NUMPY_TASKS[name](lambda v: v)
+    assert repr(task) == repr(same)
+    a = task.sample(np.int64(3), np.int64(4), torch.Generator().manual_seed(0))
+    b = same.sample(3, 4, torch.Generator().manual_seed(0))
+    assert all(torch.equal(getattr(a, f), getattr(b, f)) for f in ("x", "y", "x_query", "y_query"))
 
 
 def test_squared_errors_at_the_query_or_at_every_point(gen):

@@ -41,12 +41,12 @@ CASES = {
     # wrong shapes
     "x not 3-d": (
         ValueError,
-        "x must have 3 dimensions",
+        r"x must be a float tensor of shape \(B, n, d\)",
         lambda: Prompt(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 1), torch.zeros(2)),
     ),
     "y does not match x": (
         ValueError,
-        "y must have shape",
+        r"y must be a float tensor of shape \(B, n\), got a float32 tensor of shape \(2, 4\)",
         lambda: Prompt(torch.zeros(2, 3, 1), torch.zeros(2, 4), torch.zeros(2, 1), torch.zeros(2)),
     ),
     "projection basis shape": (
@@ -60,13 +60,13 @@ CASES = {
     "prompt dim vs LTB": (ValueError, "dim=3", lambda: LTB(3)(prompt(d=2))),
     "prior mean length": (
         ValueError,
-        r"prior_mean must have shape \(3,\)",
+        "prior_mean must be a float tensor of shape",
         lambda: LinearRegression(dim=3, prior_mean=torch.zeros(2)),
     ),
     "GD-beta gamma shape": (ValueError, r"gamma must have shape \(2, 2\)", lambda: GDBeta(2, gamma=torch.eye(3))),
     "subspace larger than d": (ValueError, "subspace_dim", lambda: SingleIndexTasks(dim=3, subspace_dim=4)),
     # sizes below 1
-    "zero training steps": (ValueError, "steps must be >= 1", lambda: config(steps=0)),
+    "zero training steps": (ValueError, r"steps must be in \[1, ", lambda: config(steps=0)),
     "zero batch": (ValueError, "batch must be >= 1", lambda: LinearRegression(dim=2).sample(0, 3, G)),
     "model_errors chunk 0": (ValueError, "chunk_size must be >= 1", lambda: risk.model_errors(LTB(2), prompt(), 0)),
     "output neither per point nor per query": (
@@ -91,7 +91,7 @@ CASES = {
     ),
     "one Monte Carlo prompt": (
         ValueError,
-        "n_prompts must be >= 2",
+        r"n_prompts must be in \[2, ",
         lambda: risk.query_risk(lambda p: p.y_query, LinearRegression(dim=2), 3, 1, G),
     ),
     "non-positive ridge penalty": (ValueError, "lam must be > 0", lambda: ridge(prompt(), 0.0)),
@@ -131,8 +131,8 @@ CASES = {
         lambda: gpt()(prompt(dtype=torch.float64)),
     ),
     "integer prompt": (
-        TypeError,
-        "floating-point",
+        ValueError,
+        "x must be a float tensor",
         lambda: Prompt(torch.zeros(2, 3, 1, dtype=torch.long), torch.zeros(2, 3), torch.zeros(2, 1), torch.zeros(2)),
     ),
     # wrong types
@@ -147,8 +147,8 @@ CASES = {
         lambda: train("gpt", LinearRegression(dim=2), config(), generator=G),
     ),
     "ensemble of nothing": (
-        TypeError,
-        "models must be a non-empty list",
+        ValueError,
+        "models must be .*not empty",
         lambda: train_ensemble([], LinearRegression(dim=2), config(), generator=G),
     ),
     "training settings as keywords": (
@@ -205,7 +205,7 @@ CASES = {
     ),
     "per-coordinate lr tensor": (
         TypeError,
-        "lr must be a real number, got Tensor",
+        "lr must be a real number or a mapping, got Tensor",
         lambda: gradient_descent(
             lambda t: t.square().sum(), torch.ones(2), steps=1, lr=torch.tensor([0.1, 0.2]), progress=False
         ),
@@ -223,7 +223,7 @@ CASES = {
         ),
     ),
     "joining nothing": (TypeError, "non-empty list of icl_utils.Prompt", lambda: Prompt.cat([])),
-    "splitting into pieces of 0": (ValueError, "size must be an int >= 1", lambda: prompt().split(0)),
+    "splitting into pieces of 0": (ValueError, "size must be >= 1", lambda: prompt().split(0)),
     "bool as an int": (TypeError, "steps must be an int", lambda: checks.positive_int("steps", True)),
     "infinite float": (
         ValueError,

@@ -8,31 +8,43 @@ with a small step, on the parameters as named blocks ``{"beta0": (d,), "gamma": 
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
+from icl_utils.checks import Count, Positive, Steps, checked
 from icl_utils.exact import gd_beta_risk, optimal_gd_step
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.tasks.linear import LinearRegression
 
 
-def _dim(task: object) -> int:
-    """The dimension of a Gaussian linear-regression task family, the only kind GD-beta's exact risk covers."""
-    if not isinstance(task, LinearRegression):
-        raise TypeError(f"task must be a LinearRegression, got {type(task).__name__}")
-    return task.dim
+@checked
+def _point(
+    task: LinearRegression,
+    beta0: Annotated[Float[Tensor, " d"], checks.Finite],
+    gamma: Annotated[Float[Tensor, "d d"], checks.Finite],
+) -> tuple[Tensor, Tensor]:
+    """A point ``(beta0, Gamma)`` of the risk, of ``task``'s dimension, as float64 on the CPU (Gaussian linear
+    regression is the only task family whose GD-beta risk is exact)."""
+    if len(beta0) != task.dim:
+        raise ValueError(f"beta0 must have the task's dimension {task.dim}, got {len(beta0)}")
+    return beta0.double().cpu(), gamma.double().cpu()
 
 
-def gd_beta_hessian(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tensor:
+@checked
+def gd_beta_hessian(task: LinearRegression, n: Count, beta0: Tensor, gamma: Tensor) -> Tensor:
     """The Hessian of :func:`~icl_utils.exact.gd_beta_risk` in ``(beta0, Gamma)`` at one point, shape ``(d + d^2, d +
     d^2)``, float64.
 
     Coordinates are ``beta0`` first, then ``Gamma`` row by row. The risk is a polynomial of degree four and is not
-    convex: at the origin this Hessian has negative eigenvalues.
+    convex: at the origin this Hessian has negative eigenvalues. ``beta0`` is ``(d,)`` and ``gamma`` ``(d, d)``,
+    finite floats.
     """
-    d = _dim(task)
-    beta0, gamma = checks.vector("beta0", beta0, d), checks.matrix("gamma", gamma, d)
+    d = task.dim
+    beta0, gamma = _point(task, beta0, gamma)
 
     def flat_risk(theta: Tensor) -> Tensor:
         return gd_beta_risk(task, n, theta[:d], theta[d:].reshape(d, d))
@@ -40,14 +52,15 @@ def gd_beta_hessian(task: object, n: int, beta0: Tensor, gamma: Tensor) -> Tenso
     return torch.autograd.functional.hessian(flat_risk, torch.cat([beta0, gamma.flatten()]))
 
 
+@checked
 def gd_beta_flow(
-    task: object,
-    n: int,
-    init: dict[str, Tensor],
+    task: LinearRegression,
+    n: Count,
+    init: dict,
     *,
-    steps: int,
-    lr: float,
-    record_every: int = 1,
+    steps: Steps,
+    lr: Positive,
+    record_every: Count = 1,
     progress: bool = False,
 ) -> GDHistory:
     """Small-step gradient descent (a proxy for gradient flow) on the exact GD-beta risk
@@ -58,13 +71,9 @@ def gd_beta_flow(
     ``(beta*, Gamma*)`` of Theorem 5.2 and the ``"parameter error"``, the Euclidean distance of ``(beta0, Gamma)``
     to that optimum.
     """
-    d = _dim(task)
-    if not isinstance(init, dict) or set(init) != {"beta0", "gamma"}:
-        raise ValueError('init must be a dict {"beta0": (d,) tensor, "gamma": (d, d) tensor}')
-    init = {
-        "beta0": checks.vector("init['beta0']", init["beta0"], d),
-        "gamma": checks.matrix("init['gamma']", init["gamma"], d),
-    }
+    if set(init) != {"beta0", "gamma"}:
+        raise ValueError(f'init must be a dict {{"beta0": (d,) tensor, "gamma": (d, d) tensor}}, got keys {set(init)}')
+    init = dict(zip(("beta0", "gamma"), _point(task, **init)))  # its blocks checked as gd_beta_hessian's point
     mean, gamma_star = task.mean(), optimal_gd_step(task, n)
     best = gd_beta_risk(task, n, mean, gamma_star).item()
 

@@ -31,26 +31,39 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Annotated, Literal, get_args
 
 import numpy as np
 import torch
+from beartype.vale import Is
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from icl_utils import checks
+from icl_utils.checks import Count, NonNegative, Positive, Probability, Real, Size, Steps, checked
 from icl_utils.gd import GDHistory, gradient_descent
-from icl_utils.tasks.features import sigmoid_network
+from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
+
+# The declared shapes: one student's particles (M, p), p = k + d + 1, or S students' (S, M, p); the inputs and the
+# teacher's features there, shared by the students or one sample each. Leading axes broadcast.
+Particles = Float[Tensor, "*#S M p"]
+Inputs = Float[Tensor, "*#S K d"]
+Features = Float[Tensor, "*#S K ko"]
+Gamma = Float[Tensor, "*#S k k"]
+#: prompts of at least two points: each point's context is the others
+Length = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 2]]
+checks.describe(Length, ("an int", ">= 2"))
 
 
+@checked
 def init_particles(
-    width: int, dim: int, k: int, generator: torch.Generator, scale: float = 1.0, seeds: int | None = None
+    width: Count, dim: Count, k: Count, generator: torch.Generator, scale: Positive = 1.0, seeds: Count | None = None
 ) -> Tensor:
     """``width`` particles from the initial distribution ``rho_0``: ``a ~ N(0, I_k)``, ``w ~ N(0, (scale^2/d) I)``,
     ``b ~ N(0, 1)``; shape ``(width, k + d + 1)``, or ``(seeds, width, k + d + 1)`` for ``seeds`` independent
     students trained together; on the generator's device."""
-    width, dim, k = (checks.positive_int(n, v) for n, v in (("width", width), ("dim", dim), ("k", k)))
-    scale = checks.nonnegative_float("scale", scale, strict=True)
-    generator = checks.generator(generator)
-    lead = () if seeds is None else (checks.positive_int("seeds", seeds),)
+    lead = () if seeds is None else (seeds,)
+    checks.allocation("seeds * width * (k + dim + 1)", (seeds or 1) * width * (k + dim + 1))
     z = torch.randn(*lead, width, k + dim + 1, generator=generator, device=generator.device)
     z[..., k:-1] *= scale / dim**0.5
     return z
@@ -62,14 +75,6 @@ def _moments(
     """``(targets, h, Sigma_{o,mu}, Sigma_{mu,mu})`` on the sample ``x`` (``(..., K, d)``) with teacher features
     ``targets`` (``(..., K, k_o)``); with ``centered`` both have their sample means removed first. Leading dimensions
     broadcast as in :func:`~icl_utils.tasks.features.sigmoid_network`."""
-    if (
-        not isinstance(targets, Tensor)
-        or targets.ndim < 2
-        or not isinstance(x, Tensor)
-        or x.ndim < 2
-        or targets.shape[-2] != x.shape[-2]
-    ):
-        raise ValueError("targets and x must be tensors with one row per sample input")
     h = sigmoid_network(particles, x, k)
     if centered:
         h, targets = h - h.mean(-2, keepdim=True), targets - targets.mean(-2, keepdim=True)
@@ -77,33 +82,41 @@ def _moments(
     return targets, h, targets.mT @ h / count, h.mT @ h / count
 
 
-def _square(name: str, gamma: object) -> int:
-    k = gamma.shape[-1] if isinstance(gamma, Tensor) and gamma.ndim >= 2 else 0
-    if k == 0 or gamma.shape[-2] != k:
-        raise ValueError(f"{name} must be a square (k, k) tensor (or a stack of them)")
-    return k
-
-
-def attention_loss(particles: Tensor, gamma: Tensor, targets: Tensor, x: Tensor) -> Tensor:
+@checked
+def attention_loss(particles: Particles, gamma: Gamma, targets: Features, x: Inputs) -> Tensor:
     """``L(mu, Gamma) = E || f - Sigma_{o,mu} Gamma h_mu ||^2``, the ICL loss of the attention model with infinitely
     long prompts, averaged over tasks ``v ~ N(0, I)``; ``targets = f(x)`` on the sample ``x``. Stacked particles
     ``(S, M, p)`` with ``gamma`` ``(S, k, k)`` give the ``S`` losses."""
-    k = _square("gamma", gamma)
-    _, h, cross, _ = _moments(particles, targets, x, k)
+    return _attention_loss(particles, gamma, targets, x)
+
+
+def _attention_loss(particles: Tensor, gamma: Tensor, targets: Tensor, x: Tensor) -> Tensor:
+    """:func:`attention_loss` on checked arguments (the training loop's)."""
+    _, h, cross, _ = _moments(particles, targets, x, gamma.shape[-1])
     return (targets - h @ (cross @ gamma).mT).square().sum(-1).mean(-1)
 
 
-def icl_loss(particles: Tensor, gamma: Tensor, x: Tensor, y: Tensor) -> Tensor:
+def _two_points(x: Tensor) -> None:
+    """A ValueError unless the prompts ``x`` (``(..., n, d)``) hold at least 2 points each."""
+    if x.shape[-2] < 2:
+        n = x.shape[-2]
+        raise ValueError(f"x must hold prompts of at least 2 points (each point's context is the others), got {n}")
+
+
+@checked
+def icl_loss(particles: Particles, gamma: Gamma, x: Float[Tensor, "*#S B n d"], y: Float[Tensor, "*#S B n"]) -> Tensor:
     """The attention model's in-context loss on finite prompts: each of a prompt's ``n`` points in turn is the
     query and the other ``n - 1`` its context, ``y_hat_j = (1/(n-1)) sum_{i != j} y_i h(x_i)^T Gamma h(x_j)``;
     the mean squared error over points and prompts. ``x`` is ``(..., B, n, d)``, ``y`` ``(..., B, n)``; stacked
     particles ``(S, M, p)`` and ``gamma`` ``(S, k, k)`` read prompts ``(S, B, n, d)`` and give ``S`` losses. Its
     expectation is :func:`attention_loss` plus a variance term of order ``1/n``."""
-    k = _square("gamma", gamma)
-    if not isinstance(x, Tensor) or not isinstance(y, Tensor) or x.ndim < 3 or y.shape != x.shape[:-1]:
-        raise ValueError("x must be a tensor of prompts (..., B, n, d) and y their labels (..., B, n)")
-    if x.shape[-2] < 2:
-        raise ValueError("prompts need at least 2 points: each point's context is the others")
+    _two_points(x)
+    return _icl_loss(particles, gamma, x, y)
+
+
+def _icl_loss(particles: Tensor, gamma: Tensor, x: Tensor, y: Tensor) -> Tensor:
+    """:func:`icl_loss` on checked arguments (the training loop's)."""
+    k = gamma.shape[-1]
     lead = particles.shape[:-2]
     h = sigmoid_network(particles.reshape(*lead, 1, *particles.shape[-2:]), x, k)  # (..., B, n, k)
     total = (y[..., None] * h).sum(-2, keepdim=True)  # (..., B, 1, k)
@@ -113,17 +126,21 @@ def icl_loss(particles: Tensor, gamma: Tensor, x: Tensor, y: Tensor) -> Tensor:
     return (y - pred).square().mean((-1, -2))
 
 
-def icl_optimal_gamma(particles: Tensor, x: Tensor, y: Tensor, ridge: float = 1e-8) -> Tensor:
+@checked
+def icl_optimal_gamma(
+    particles: Particles, x: Float[Tensor, "*#S B n d"], y: Float[Tensor, "*#S B n"], ridge: Positive = 1e-8
+) -> Tensor:
     """The ``Gamma`` that minimizes :func:`icl_loss` on the given prompts, for the particles as they are: a
     least-squares
     problem in the ``k^2`` entries of ``Gamma`` (``y_hat_j`` is linear in them), with ``ridge`` times the mean
     eigenvalue of its Gram matrix. The fast timescale's limit on finite prompts; shapes as in :func:`icl_loss`,
     ``(S, k, k)`` for stacked particles."""
-    if not isinstance(x, Tensor) or not isinstance(y, Tensor) or x.ndim < 3 or y.shape != x.shape[:-1]:
-        raise ValueError("x must be a tensor of prompts (..., B, n, d) and y their labels (..., B, n)")
-    if x.shape[-2] < 2:
-        raise ValueError("prompts need at least 2 points: each point's context is the others")
-    k = _student_k(particles, x)
+    _two_points(x)
+    return _icl_optimal_gamma(particles, x, y, _student_k(particles, x), ridge)
+
+
+def _icl_optimal_gamma(particles: Tensor, x: Tensor, y: Tensor, k: int, ridge: float = 1e-8) -> Tensor:
+    """:func:`icl_optimal_gamma` on checked arguments (the training loop's)."""
     lead = particles.shape[:-2]
     h = sigmoid_network(particles.reshape(*lead, 1, *particles.shape[-2:]), x, k)  # (..., B, n, k)
     total = (y[..., None] * h).sum(-2, keepdim=True)
@@ -135,8 +152,14 @@ def icl_optimal_gamma(particles: Tensor, x: Tensor, y: Tensor, ridge: float = 1e
     return torch.linalg.solve(_regularized(gram, ridge), rhs).reshape(*lead, k, k)
 
 
-def optimal_gamma(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> Tensor:
+@checked
+def optimal_gamma(particles: Particles, x: Inputs, k: Count, ridge: Positive = 1e-8) -> Tensor:
     """The fast timescale's limit ``Gamma = (Sigma_{mu,mu} + ridge * tr(Sigma_{mu,mu})/k I)^-1``."""
+    return _optimal_gamma(particles, x, k, ridge)
+
+
+def _optimal_gamma(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> Tensor:
+    """:func:`optimal_gamma` on checked arguments (the training loop's)."""
     h = sigmoid_network(particles, x, k)
     cov = h.mT @ h / x.shape[-2]
     return torch.linalg.inv(_regularized(cov, ridge))
@@ -145,13 +168,13 @@ def optimal_gamma(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> 
 def _regularized(cov: Tensor, ridge: float) -> Tensor:
     """``cov`` plus ``ridge`` times its mean eigenvalue: finite where the student's features are collinear (a
     saddle), and no host sync, so no branch on the eigenvalues here (:func:`near_singular` checks them)."""
-    ridge = checks.nonnegative_float("ridge", ridge, strict=True)
     k = cov.shape[-1]
     mean_eig = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1) / k
     return cov + ridge * mean_eig[..., None, None] * torch.eye(k, dtype=cov.dtype, device=cov.device)
 
 
-def near_singular(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> bool:
+@checked
+def near_singular(particles: Particles, x: Inputs, k: Count, ridge: Positive = 1e-8) -> bool:
     """Whether some student's ``Sigma_{mu,mu}`` is so nearly singular that the ridge of :func:`static_loss` shapes
     its loss (smallest eigenvalue below ``1000 * ridge`` times the largest): the student's features are nearly
     collinear, as at a saddle where neurons coincide."""
@@ -160,24 +183,33 @@ def near_singular(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> 
     return bool((evals[..., 0] < 1e3 * ridge * evals[..., -1].clamp(min=1e-30)).any())
 
 
+@checked
 def static_loss(
-    particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: float = 1e-8, centered: bool = False
+    particles: Particles, targets: Features, x: Inputs, k: Count, ridge: Positive = 1e-8, centered: bool = False
 ) -> Tensor:
     """The two-timescale objective ``L(mu) = E ||f||^2 - tr(Sigma_{o,mu} Sigma_{mu,mu}^-1 Sigma_{mu,o})``: the
     attention loss at the optimal ``Gamma``, which is the error of the best linear readout of ``targets`` from the
     student's features. With ``centered`` the readout may also add a constant (means removed from both). A (nearly)
     singular ``Sigma_{mu,mu}`` gets a small ridge instead of a NaN. Stacked particles ``(S, M, p)`` give ``S``
     losses."""
-    targets, _, cross, cov = _moments(particles, targets, x, k, checks.boolean("centered", centered))
+    return _static_loss(particles, targets, x, k, ridge, centered)
+
+
+def _static_loss(
+    particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: float = 1e-8, centered: bool = False
+) -> Tensor:
+    """:func:`static_loss` on checked arguments (the training loop's)."""
+    targets, _, cross, cov = _moments(particles, targets, x, k, centered)
     explained = (cross * torch.linalg.solve(_regularized(cov, ridge), cross.mT).mT).sum((-1, -2))
     return targets.square().sum(-1).mean(-1) - explained
 
 
-def velocity(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Tensor:
+@checked
+def velocity(particles: Particles, targets: Features, x: Inputs, k: Count) -> Tensor:
     """The mean-field velocity field at each particle, ``-grad_theta (dL/dmu)(theta_m) = -M grad_{theta_m} L`` for
     the static loss: zero at every particle exactly when ``mu`` is a critical point of the flow."""
     p = particles.detach().clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(static_loss(p, targets, x, k).sum(), p)
+    (grad,) = torch.autograd.grad(_static_loss(p, targets, x, k).sum(), p)
     return -grad * particles.shape[-2]
 
 
@@ -190,18 +222,21 @@ def _loss_gradient(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Ten
     return g
 
 
-def potential_hessians(particles: Tensor, targets: Tensor, x: Tensor, k: int, at: Tensor | None = None) -> Tensor:
+@checked
+def potential_hessians(
+    particles: Float[Tensor, "M p"],
+    targets: Float[Tensor, "K ko"],
+    x: Float[Tensor, "K d"],
+    k: Count,
+    at: Float[Tensor, "m p"] | None = None,
+) -> Tensor:
     """The Hessian of the first variation ``V = dL/dmu`` of the static loss of the cloud ``particles``, at each of
     the neurons ``at`` (``(m, k + d + 1)``; by default the particles themselves): ``(m, p, p)``. A negative
     eigenvalue at a critical point means that splitting that neuron's copies along its eigenvector lowers the loss
     at second order, a direction of negative curvature. ``V`` is linear in the output weights ``a``, so wherever
     ``dL/dh`` is not zero its Hessian has such eigenvalues: at a critical point with positive loss, a saddle."""
     k = _student_k(particles, x)
-    if particles.ndim != 2:
-        raise ValueError("particles must be one student's particles, (M, k + d + 1)")
     at = particles if at is None else at
-    if not isinstance(at, Tensor) or at.ndim != 2 or at.shape[1] != particles.shape[1]:
-        raise ValueError(f"at must be a tensor of neurons, (m, {particles.shape[1]})")
     g = _loss_gradient(particles, targets, x, k)
 
     def potential(theta: Tensor) -> Tensor:
@@ -210,8 +245,15 @@ def potential_hessians(particles: Tensor, targets: Tensor, x: Tensor, k: int, at
     return torch.stack([torch.autograd.functional.hessian(potential, theta) for theta in at.detach()])
 
 
+@checked
 def critical_point(
-    init: Tensor, targets: Tensor, x: Tensor, *, max_iter: int = 500, newton_steps: int = 20, tol: float = 1e-6
+    init: Float[Tensor, "M p"],
+    targets: Float[Tensor, "K ko"],
+    x: Float[Tensor, "K d"],
+    *,
+    max_iter: Steps = 500,
+    newton_steps: Steps = 20,
+    tol: Positive = 1e-6,
 ) -> Tensor:
     """A critical point of the static loss near ``init`` (``(M0, k + d + 1)`` particles, few of them): L-BFGS with a
     strong-Wolfe line search on the sample, then Newton steps with the pseudo-inverse of the full Hessian (the
@@ -220,12 +262,7 @@ def critical_point(
     usually a strict local minimum of the ``M0``-neuron problem, up to the flat ``a``, with positive loss: a saddle
     of the mean-field landscape (Theorem 3.3: no spurious local minima). Raises a
     ValueError if the velocity is still above ``tol`` after ``newton_steps``."""
-    k = _student_k(init, x)
-    if init.ndim != 2:
-        raise ValueError("init must be one student's particles, (M0, k + d + 1)")
-    max_iter = checks.positive_int("max_iter", max_iter)
-    newton_steps = checks.positive_int("newton_steps", newton_steps)
-    tol = checks.nonnegative_float("tol", tol, strict=True)
+    k = _student_k(init, x, "init")
     theta = init.detach().clone().requires_grad_(True)
     optimizer = torch.optim.LBFGS(
         [theta],
@@ -239,7 +276,7 @@ def critical_point(
 
     def closure() -> Tensor:
         optimizer.zero_grad()
-        loss = static_loss(theta, targets, x, k)
+        loss = _static_loss(theta, targets, x, k)
         loss.backward()
         return loss
 
@@ -248,7 +285,7 @@ def critical_point(
     shape = theta.shape
 
     def flat_loss(flat: Tensor) -> Tensor:
-        return static_loss(flat.view(shape), targets, x, k)
+        return _static_loss(flat.view(shape), targets, x, k)
 
     for _ in range(newton_steps):
         speed = velocity(theta, targets, x, k).norm(dim=-1).max()
@@ -267,30 +304,30 @@ def critical_point(
     return theta
 
 
-def descent_rotation(student: Tensor, targets: Tensor, x: Tensor) -> tuple[Tensor, float]:
+@checked
+def descent_rotation(
+    student: Float[Tensor, "M p"], targets: Float[Tensor, "K ko"], x: Float[Tensor, "K d"]
+) -> tuple[Tensor, float]:
     """The ``R`` in the unit ball of the operator norm (the convex hull of ``O(k)``) along whose mixture
     ``(1 - s) mu + s R#mu_o`` the static loss falls fastest at ``s = 0`` (Theorem 3.3's direction of decrease), and
     that slope. The slope is ``<g, R f - h>`` for ``g = dL/dh``, and ``<g, h> = 0`` because the loss does not change
     when ``h`` is scaled, so the best ``R`` is minus the polar factor of ``G = E[g f^T]``, with slope ``-||G||_*``.
     ``targets`` are the teacher's features ``f`` on ``x``."""
-    k = _student_k(student, x)
-    if student.ndim != 2:
-        raise ValueError("student must be one student's particles, (M, k + d + 1)")
-    if not isinstance(targets, Tensor) or targets.shape != (x.shape[0], k):
+    k = _student_k(student, x, "student")
+    if targets.shape[1] != k:
         raise ValueError(f"targets must be the teacher's k = {k} features at x, ({x.shape[0]}, {k})")
     g = _loss_gradient(student, targets, x, k)
     u, sing, vh = torch.linalg.svd(g.mT @ targets, full_matrices=False)  # G = E[g f^T], with the 1/K in g
     return -(u @ vh), -sing.sum().item()
 
 
-def gp_perturbation(particles: Tensor, generator: torch.Generator, size: float, bandwidth: float) -> Tensor:
+@checked
+def gp_perturbation(
+    particles: Float[Tensor, "M p"], generator: torch.Generator, size: Positive, bandwidth: Positive
+) -> Tensor:
     """A displacement of every particle drawn from a vector-valued Gaussian process ``xi ~ GP(0, K(theta, theta') I)``
     with the Gaussian kernel of ``bandwidth``, evaluated at the particles: nearby particles move together, as a
     smooth velocity field on parameter space would move them (the paper's Definition E.8). Scaled by ``size``."""
-    size = checks.nonnegative_float("size", size, strict=True)
-    bandwidth = checks.nonnegative_float("bandwidth", bandwidth, strict=True)
-    if not isinstance(particles, Tensor) or particles.ndim != 2:
-        raise ValueError("particles must be a tensor of shape (M, p)")
     p = particles.detach().double()
     kernel = torch.exp(-torch.cdist(p, p).square() / (2 * bandwidth**2))
     # The symmetric square root, not a Cholesky factor with jitter: coincident particles have equal rows of the
@@ -303,6 +340,7 @@ def gp_perturbation(particles: Tensor, generator: torch.Generator, size: float, 
     return (size * root @ z).to(particles.dtype)
 
 
+@checked
 @dataclass
 class BirthDeathPerturbation:
     """The modified dynamics of the paper's Algorithm 1, as a ``hook`` for :func:`icl_utils.gd.gradient_descent`
@@ -312,39 +350,24 @@ class BirthDeathPerturbation:
     distribution (``birth_death``) and all of its particles are displaced by a Gaussian-process perturbation
     (``perturbation``). Once a student's loss is below ``tolerance`` times its ``reference`` loss (by default its
     loss at the first call; the algorithm's convergence error epsilon, relative) it is left alone: near a minimum
-    the loss always stalls. ``events`` records ``(step, student)`` for each intervention."""
+    the loss always stalls. ``events`` records ``(step, student)`` for each intervention. Its fields are checked
+    on construction, not when the first intervention fires mid-run."""
 
-    evaluate: Callable[[Tensor], Tensor]  # particles (S, M, p) -> losses (S,)
-    sample_init: Callable[[int], Tensor]  # count -> fresh particles from rho_0, (count, p)
+    evaluate: Callable  # particles (S, M, p) -> losses (S,)
+    sample_init: Callable  # count -> fresh particles from rho_0, (count, p)
     generator: torch.Generator
-    patience: int = 100
-    threshold: float = 0.01
-    fraction: float = 0.05
-    size: float = 0.1
-    bandwidth: float = 1.0
-    tolerance: float = 0.0
+    patience: Count = 100
+    threshold: NonNegative = 0.01
+    fraction: Probability = 0.05
+    size: Positive = 0.1
+    bandwidth: Positive = 1.0
+    tolerance: NonNegative = 0.0
     birth_death: bool = True
     perturbation: bool = True
-    reference: Tensor | np.ndarray | None = None  # (S,) losses; by default those at the first call
+    # (S,) losses (or one, 0-d); by default those at the first call. A NaN would make every student look converged.
+    reference: Annotated[Float[Tensor, "*S"], checks.Finite] | None = None
     events: list[tuple[int, int]] = field(default_factory=list)
     _checked: list[np.ndarray] = field(default_factory=list, repr=False)
-
-    def __post_init__(self) -> None:
-        # Checked here, not when the first intervention fires mid-run.
-        for name in ("evaluate", "sample_init"):
-            if not callable(getattr(self, name)):
-                raise TypeError(f"{name} must be callable, got {type(getattr(self, name)).__name__}")
-        checks.generator(self.generator)
-        self.size = checks.nonnegative_float("size", self.size, strict=True)
-        self.bandwidth = checks.nonnegative_float("bandwidth", self.bandwidth, strict=True)
-        self.patience = checks.positive_int("patience", self.patience)
-        self.threshold = checks.nonnegative_float("threshold", self.threshold)
-        self.tolerance = checks.nonnegative_float("tolerance", self.tolerance)
-        self.fraction = checks.nonnegative_float("fraction", self.fraction)
-        checks.boolean("birth_death", self.birth_death)
-        checks.boolean("perturbation", self.perturbation)
-        if self.fraction > 1:
-            raise ValueError(f"fraction must be in [0, 1], got {self.fraction}")
 
     def _losses(self, particles: Tensor) -> np.ndarray:
         with torch.no_grad():
@@ -378,20 +401,21 @@ class BirthDeathPerturbation:
 
 #: The three models of the chapter: linear attention with Gamma trained jointly, the static (two-timescale) model,
 #: and the modified dynamics with birth-death and perturbation.
-MODELS = ("attention", "static", "modified")
+Model = Literal["attention", "static", "modified"]
+MODELS = get_args(Model)
 
 
-def _student_k(particles: object, x: object) -> int:
+def _student_k(particles: Tensor, x: Tensor, name: str = "particles") -> int:
     """The student's output dimension ``k``, read off particles of width ``k + d + 1`` and inputs ``x`` of width d."""
-    if not isinstance(x, Tensor) or x.ndim < 2:
-        raise ValueError("x must be a tensor of shape (K, d)")
-    if not isinstance(particles, Tensor) or particles.ndim not in (2, 3) or particles.shape[-1] < x.shape[-1] + 2:
+    if particles.shape[-1] < x.shape[-1] + 2:
         raise ValueError(
-            f"particles must be a tensor of shape (M, k + d + 1) or (S, M, k + d + 1) with d = {x.shape[-1]} and k >= 1"
+            f"{name} must have width k + d + 1 with k >= 1 for inputs of width d = {x.shape[-1]}, "
+            f"got {particles.shape[-1]}"
         )
     return particles.shape[-1] - x.shape[-1] - 1
 
 
+@checked
 @dataclass(frozen=True)
 class FeaturePrompts:
     """A fixed training set of prompts for the feature-regression tasks: inputs ``x`` ``(P, n, d)``, the teacher's
@@ -399,58 +423,59 @@ class FeaturePrompts:
     prompt. The static and modified models read ``f`` (the loss over tasks in closed form), the attention model
     reads ``y``, as a transformer would."""
 
-    x: Tensor
-    f: Tensor
-    y: Tensor
-
-    def __post_init__(self) -> None:
-        for name in ("x", "f", "y"):
-            if not isinstance(getattr(self, name), Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor")
-        if (
-            self.x.ndim != 3
-            or self.f.shape[:2] != self.x.shape[:2]
-            or self.f.ndim != 3
-            or (self.y.shape != self.x.shape[:2])
-        ):
-            raise ValueError(
-                f"x must be (P, n, d), f (P, n, k_o) and y (P, n); got {tuple(self.x.shape)}, "
-                f"{tuple(self.f.shape)} and {tuple(self.y.shape)}"
-            )
+    x: Annotated[Float[Tensor, "P n d"], checks.Finite]
+    f: Annotated[Float[Tensor, "P n ko"], checks.Finite]
+    y: Annotated[Float[Tensor, "P n"], checks.Finite]
 
     @classmethod
+    @checked
     def sample(
-        cls, teacher: object, count: int, length: int, generator: torch.Generator, dtype: torch.dtype | None = None
+        cls,
+        teacher: TeacherFeatures,
+        count: Count,
+        length: Length,
+        generator: torch.Generator,
+        dtype: torch.dtype | None = None,
     ) -> FeaturePrompts:
         """``count`` prompts of ``length`` points each from ``teacher`` (a
         :class:`~icl_utils.tasks.features.TeacherFeatures`), drawn by the teacher's own sampler (its prompts of
         ``length - 1`` examples and a query, all ``length`` points kept), in ``dtype`` (by default the default
         dtype), with the teacher's features of every point."""
-        count = checks.positive_int("count", count)
-        length = checks.positive_int("length", length, minimum=2)
-        generator = checks.generator(generator)
+        # the teacher's hidden layer at every point is the largest tensor
+        widest = max(teacher.dim, teacher.width, teacher.k)
+        checks.allocation("count * length * max(teacher.dim, teacher.width, teacher.k)", count * length * widest)
         dtype = torch.get_default_dtype() if dtype is None else dtype
         x, y = teacher.sample(count, length - 1, generator).points()
         x, y = x.to(dtype), y.to(dtype)
         return cls(x, teacher.features(x), y)
 
-    def head(self, count: int) -> FeaturePrompts:
+    @checked
+    def head(self, count: Count) -> FeaturePrompts:
         """The first ``count`` prompts."""
-        count = checks.positive_int("count", count)
         return FeaturePrompts(self.x[:count], self.f[:count], self.y[:count])
 
-    def inputs(self, count: int | None = None) -> tuple[Tensor, Tensor]:
+    @checked
+    def inputs(self, count: Count | None = None) -> tuple[Tensor, Tensor]:
         """The first ``count`` inputs and their features, flattened to ``(count, d)`` and ``(count, k_o)`` (all of
         them by default): the sample the population losses are averaged over."""
         x, f = self.x.reshape(-1, self.x.shape[-1]), self.f.reshape(-1, self.f.shape[-1])
-        count = len(x) if count is None else min(checks.positive_int("count", count), len(x))
+        count = len(x) if count is None else min(count, len(x))
         return x[:count], f[:count]
 
-    def draw(self, seeds: int, batch: int, generator: torch.Generator) -> _Drawn:
+    @checked
+    def draw(self, seeds: Count, batch: Count, generator: torch.Generator) -> _Drawn:
         """``batch`` prompts drawn at random (with replacement) for each of ``seeds`` students: ``(seeds, batch,
         ...)`` tensors."""
-        seeds, batch = checks.positive_int("seeds", seeds), checks.positive_int("batch", batch)
-        generator = checks.generator(generator)
+        self._fits(seeds, batch)
+        return self._draw(seeds, batch, generator)
+
+    def _fits(self, seeds: int, batch: int) -> None:
+        """A ValueError with the size when ``seeds * batch`` drawn prompts would not fit in a tensor."""
+        values = seeds * batch * self.x.shape[1] * max(self.x.shape[2], self.f.shape[2])
+        checks.allocation("seeds * batch * n * max(d, k_o)", values, self.x.dtype)
+
+    def _draw(self, seeds: int, batch: int, generator: torch.Generator) -> _Drawn:
+        """:meth:`draw` on checked arguments (the training loop's)."""
         idx = torch.randint(len(self.x), (seeds, batch), generator=generator, device=generator.device)
         idx = idx.to(self.x.device)
         return _Drawn(self.x[idx], self.f[idx], self.y[idx])
@@ -486,23 +511,24 @@ class MeanFieldRun:
         return self.history.records["loss"]
 
 
+@checked
 def run_gradient_descent(
-    model: str,
+    model: Model,
     data: FeaturePrompts,
-    init: Tensor,
+    init: Annotated[Float[Tensor, "M p"] | Float[Tensor, "S M p"], checks.Finite],
     *,
-    steps: int,
-    eta: float,
-    batch: int | None = None,
-    gamma_lr: float | None = None,
-    gamma: str = "trained",
+    steps: Steps,
+    eta: Positive,
+    batch: Count | None = None,
+    gamma_lr: Positive | None = None,
+    gamma: Literal["trained", "optimal"] = "trained",
     generator: torch.Generator | None = None,
-    tolerance: float = 0.0,
+    tolerance: NonNegative = 0.0,
     birth_death: bool = True,
     perturbation: bool = True,
-    eval_size: int | None = None,
-    record=None,
-    record_every: int = 20,
+    eval_size: Count | None = None,
+    record: Callable | None = None,
+    record_every: Count = 20,
     progress: bool = True,
     desc: str | None = None,
 ) -> MeanFieldRun:
@@ -531,18 +557,12 @@ def run_gradient_descent(
     value per student; ``record(particles)`` (static and modified models) adds quantities to it. Warns once per
     run if a student's ``Sigma_{mu,mu}`` was nearly singular at a record.
     """
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
-    if not isinstance(data, FeaturePrompts):
-        raise TypeError(f"data must be a FeaturePrompts, got {type(data).__name__}")
-    k = _student_k(init, data.x)
-    eta = checks.nonnegative_float("eta", eta, strict=True)
-    if batch is not None:
-        batch = checks.positive_int("batch", batch)
-        generator = checks.generator(generator)
-    if record is not None and not callable(record):
-        raise TypeError("record must be callable on the particles")
+    if generator is None and (batch is not None or model == "modified"):
+        raise TypeError("generator must be a torch.Generator for SGD (batch) and for the modified model, got None")
+    k = _student_k(init, data.x, "init")
     seeds = init.shape[0] if init.ndim == 3 else 1
+    if batch is not None:
+        data._fits(seeds, batch)
     x_eval, f_eval = data.inputs(eval_size)
     desc = model if desc is None else desc
     options = dict(steps=steps, record_every=record_every, progress=progress, desc=desc)
@@ -559,8 +579,6 @@ def run_gradient_descent(
                 stacklevel=3,
             )
 
-    if gamma not in ("trained", "optimal"):
-        raise ValueError(f"gamma must be 'trained' or 'optimal', got {gamma!r}")
     if gamma == "optimal" and model != "attention":
         raise ValueError("gamma='optimal' is for the attention model (the others have no Gamma of their own)")
     if model == "attention" and gamma == "optimal":
@@ -571,48 +589,49 @@ def run_gradient_descent(
             if batch is None:
                 x, f = data.x.flatten(0, 1), data.f.flatten(0, 1)
                 with torch.no_grad():
-                    best = optimal_gamma(particles, x, k)
-                return attention_loss(particles, best, f, x).sum()
-            drawn = data.draw(seeds, batch, generator)
+                    best = _optimal_gamma(particles, x, k)
+                return _attention_loss(particles, best, f, x).sum()
+            drawn = data._draw(seeds, batch, generator)
             x, y = (drawn.x[0], drawn.y[0]) if init.ndim == 2 else (drawn.x, drawn.y)
             with torch.no_grad():
-                best = icl_optimal_gamma(particles, x, y)
-            return icl_loss(particles, best, x, y).sum()
+                best = _icl_optimal_gamma(particles, x, y, k)
+            return _icl_loss(particles, best, x, y).sum()
 
         def record_fast(particles):
             check_conditioning(particles)
-            return {"loss": static_loss(particles, f_eval, x_eval, k)}
+            return {"loss": _static_loss(particles, f_eval, x_eval, k)}
 
-        particles, history = gradient_descent(fast_fn, init, lr=eta * init.shape[-2], record=record_fast, **options)
+        particles, history = gradient_descent(
+            fast_fn, init, lr=float(eta) * init.shape[-2], record=record_fast, **options
+        )
         return MeanFieldRun(particles, None, history, events=[])
     if model == "attention":
         if record is not None:
             raise ValueError("record is for the static and modified models; the attention model records its loss")
         if gamma_lr is None:
             raise ValueError("gamma_lr must be given for the attention model")
-        gamma_lr = checks.nonnegative_float("gamma_lr", gamma_lr, strict=True)
         eye = torch.eye(k, dtype=init.dtype, device=init.device)
         theta0 = {"particles": init, "gamma": eye.expand(*init.shape[:-2], k, k).clone()}
 
         def loss_fn(theta):
             if batch is None:
-                return attention_loss(
+                return _attention_loss(
                     theta["particles"], theta["gamma"], data.f.flatten(0, 1), data.x.flatten(0, 1)
                 ).sum()
-            drawn = data.draw(seeds, batch, generator)
+            drawn = data._draw(seeds, batch, generator)
             particles, gamma = theta["particles"], theta["gamma"]
             if init.ndim == 2:
-                return icl_loss(particles, gamma, drawn.x[0], drawn.y[0])
-            return icl_loss(particles, gamma, drawn.x, drawn.y).sum()
+                return _icl_loss(particles, gamma, drawn.x[0], drawn.y[0])
+            return _icl_loss(particles, gamma, drawn.x, drawn.y).sum()
 
         def record_attention(theta):
             check_conditioning(theta["particles"])
-            return {"loss": attention_loss(theta["particles"], theta["gamma"], f_eval, x_eval)}
+            return {"loss": _attention_loss(theta["particles"], theta["gamma"], f_eval, x_eval)}
 
         theta, history = gradient_descent(
             loss_fn,
             theta0,
-            lr={"particles": eta * init.shape[-2], "gamma": gamma_lr},
+            lr={"particles": float(eta) * init.shape[-2], "gamma": float(gamma_lr)},
             record=record_attention,
             **options,
         )
@@ -620,22 +639,21 @@ def run_gradient_descent(
 
     def static_fn(particles):
         if batch is None:
-            return static_loss(particles, data.f.flatten(0, 1), data.x.flatten(0, 1), k).sum()
-        drawn = data.draw(seeds, batch, generator)
+            return _static_loss(particles, data.f.flatten(0, 1), data.x.flatten(0, 1), k).sum()
+        drawn = data._draw(seeds, batch, generator)
         x, f = drawn.x.flatten(-3, -2), drawn.f.flatten(-3, -2)  # (S, batch * n, .)
-        return static_loss(particles, f[0] if init.ndim == 2 else f, x[0] if init.ndim == 2 else x, k).sum()
+        return _static_loss(particles, f[0] if init.ndim == 2 else f, x[0] if init.ndim == 2 else x, k).sum()
 
     def record_static(particles):
         check_conditioning(particles)
         extra = record(particles) if record is not None else {}
-        return {"loss": static_loss(particles, f_eval, x_eval, k)} | dict(extra)
+        return {"loss": _static_loss(particles, f_eval, x_eval, k)} | dict(extra)
 
     hook = None
     if model == "modified":
-        generator = checks.generator(generator)
         dim = data.x.shape[-1]
         hook = BirthDeathPerturbation(
-            lambda particles: static_loss(particles, f_eval, x_eval, k),
+            lambda particles: _static_loss(particles, f_eval, x_eval, k),
             lambda count: init_particles(count, dim, k, generator).to(init.dtype),
             generator,
             patience=100,
@@ -643,39 +661,39 @@ def run_gradient_descent(
             fraction=0.05,
             size=0.1,
             tolerance=tolerance,
-            reference=static_loss(init, f_eval, x_eval, k).detach(),
-            birth_death=checks.boolean("birth_death", birth_death),
-            perturbation=checks.boolean("perturbation", perturbation),
+            reference=_static_loss(init, f_eval, x_eval, k).detach(),
+            birth_death=birth_death,
+            perturbation=perturbation,
         )
     particles, history = gradient_descent(
-        static_fn, init, lr=eta * init.shape[-2], record=record_static, hook=hook, **options
+        static_fn, init, lr=float(eta) * init.shape[-2], record=record_static, hook=hook, **options
     )
     return MeanFieldRun(particles, None, history, hook.events if hook is not None else [])
 
 
-def particle_spread(particles: Tensor, groups: Tensor | None = None) -> Tensor:
+@checked
+def particle_spread(
+    particles: Float[Tensor, "M p"] | Float[Tensor, "S M p"], groups: Int[Tensor, " M"] | None = None
+) -> Tensor:
     """The particles' root-mean-square distance from their mean, or from the mean of their group when ``groups``
     (one integer label per particle) is given: zero at a configuration of coincident neurons (all equal, or equal
     within each group), the deviation that grows when the flow leaves such a saddle. One value per student for
     stacked particles ``(S, M, p)``."""
-    if not isinstance(particles, Tensor) or particles.ndim not in (2, 3):
-        raise ValueError("particles must be a tensor of shape (M, p) or (S, M, p)")
     if groups is None:
         centred = particles - particles.mean(-2, keepdim=True)
     else:
-        if not isinstance(groups, Tensor) or groups.shape != (particles.shape[-2],) or groups.is_floating_point():
-            raise ValueError(f"groups must be an integer tensor with one label per particle, ({particles.shape[-2]},)")
         onehot = torch.nn.functional.one_hot(groups.to(particles.device)).to(particles.dtype)  # (M, G)
         means = (onehot / onehot.sum(0)).mT @ particles  # (..., G, p)
         centred = particles - onehot @ means
     return centred.square().sum((-1, -2)).sqrt() / particles.shape[-2] ** 0.5
 
 
+@checked
 def escape_steps(history: GDHistory) -> np.ndarray:
     """Per student, the first recorded step at which the loss is below half its starting value (``inf`` if it never
     is): shape ``(S,)``, or ``()`` for a single student."""
-    if not isinstance(history, GDHistory) or "loss" not in history.records:
-        raise TypeError("history must be an icl_utils.gd.GDHistory that recorded the loss")
+    if "loss" not in history.records:
+        raise ValueError(f"history must have recorded 'loss', got {sorted(history.records)}")
     loss = history.records["loss"]
     below = loss < 0.5 * loss[0]
     first = history.steps[np.argmax(below, axis=0)].astype(float)
@@ -716,17 +734,18 @@ class SaddleEscape:
         return np.exp(self.offset + self.rate * self.steps[self.window])
 
 
-def fit_saddle_escape(history: GDHistory, student: int | None = None) -> SaddleEscape:
+@checked
+def fit_saddle_escape(history: GDHistory, student: Size | None = None) -> SaddleEscape:
     """Fit the exponential growth of the spread (a record ``"spread"``, e.g. :func:`particle_spread`) on the loss
     plateau of a run (a record ``"loss"``), of one ``student`` where the records hold several: the plateau lasts
     until the loss has fallen half-way from its first to its last value. Raises a ValueError when it is shorter
     than 6 records, too short to fit."""
-    if not isinstance(history, GDHistory) or not {"loss", "spread"} <= set(history.records):
-        raise TypeError("history must be an icl_utils.gd.GDHistory that recorded 'loss' and 'spread'")
+    if not {"loss", "spread"} <= set(history.records):
+        raise ValueError(f"history must have recorded 'loss' and 'spread', got {sorted(history.records)}")
     loss, spread, steps = history.records["loss"], history.records["spread"], history.steps
     if loss.ndim == 2:
-        if student is None:
-            raise ValueError("student must say which column to fit: the history holds several students")
+        if student is None or student >= loss.shape[1]:
+            raise ValueError(f"student must say which of the history's {loss.shape[1]} students to fit, got {student}")
         loss, spread = loss[:, student], spread[:, student]
     plateau = loss > loss[0] - 0.5 * (loss[0] - loss[-1])
     plateau_end = int(np.argmin(plateau)) if not plateau.all() else len(plateau)
@@ -738,18 +757,16 @@ def fit_saddle_escape(history: GDHistory, student: int | None = None) -> SaddleE
     return SaddleEscape(steps, loss, spread, plateau_end, rate, offset, r2)
 
 
-def mixture(student: Tensor, teacher: Tensor, s: float, rotation: Tensor) -> Tensor:
+@checked
+def mixture(
+    student: Float[Tensor, "M p"], teacher: Float[Tensor, "Mo p"], s: Real, rotation: Float[Tensor, "k k"]
+) -> Tensor:
     """Particles whose network is ``(1 - s) h_student + s R f``: the mixture ``(1 - s) mu + s R#mu_o`` of the
     student's particles ``(M, k + d + 1)`` and the teacher's ``(M_o, k + d + 1)`` rotated by ``R`` (``(k, k)``),
     realized by concatenating the two sets with output weights scaled by ``(1 - s)`` and ``s``."""
-    k = rotation.shape[0] if isinstance(rotation, Tensor) and rotation.ndim == 2 else 0
-    if k == 0 or tuple(rotation.shape) != (k, k):
-        raise ValueError("rotation must be a square (k, k) tensor")
-    for name, p in (("student", student), ("teacher", teacher)):
-        if not isinstance(p, Tensor) or p.ndim != 2 or p.shape[1] <= k + 1:
-            raise ValueError(f"{name} must be a tensor of shape (count, k + d + 1) with k = {k}")
-    if student.shape[1] != teacher.shape[1]:
-        raise ValueError("student and teacher particles must have the same width k + d + 1")
+    k = rotation.shape[0]
+    if student.shape[1] <= k + 1:
+        raise ValueError(f"student must have width k + d + 1 > k + 1 with the rotation's k = {k}")
     t = teacher.to(student.device, student.dtype)
     t = torch.cat([t[:, :k] @ rotation.T, t[:, k:]], 1)
     total = len(student) + len(t)
@@ -761,16 +778,23 @@ def mixture(student: Tensor, teacher: Tensor, s: float, rotation: Tensor) -> Ten
     )
 
 
+@checked
 def path_losses(
-    student: Tensor, teacher: Tensor, rotation: Tensor, s_values: np.ndarray, targets: Tensor, x: Tensor
+    student: Float[Tensor, "M p"],
+    teacher: Float[Tensor, "Mo p"],
+    rotation: Float[Tensor, "k k"],
+    s_values: np.ndarray | checks.Reals,
+    targets: Float[Tensor, "K ko"],
+    x: Float[Tensor, "K d"],
 ) -> np.ndarray:
-    """The static loss of :func:`mixture` ``(student, teacher, s, rotation)`` at each ``s`` of ``s_values``: the
-    landscape along the path from ``mu`` to the rotated teacher ``R#mu_o``."""
-    k = _student_k(student, x)
-    return np.array([static_loss(mixture(student, teacher, s, rotation), targets, x, k).item() for s in s_values])
+    """The static loss of :func:`mixture` ``(student, teacher, s, rotation)`` at each ``s`` of ``s_values`` (each
+    checked there): the landscape along the path from ``mu`` to the rotated teacher ``R#mu_o``."""
+    k = _student_k(student, x, "student")
+    return np.array([_static_loss(mixture(student, teacher, s, rotation), targets, x, k).item() for s in s_values])
 
 
-def readout_error(particles: Tensor, g: Tensor, x: Tensor, centered: bool = False) -> np.ndarray:
+@checked
+def readout_error(particles: Particles, g: Float[Tensor, " K"], x: Inputs, centered: bool = False) -> np.ndarray:
     """The error of the best linear readout of ``g`` (shape ``(K,)``, values at the inputs ``x``, ``(K, d)``) from
     the features of ``particles``, relative to ``E g^2`` (the error of predicting zero): what linear attention with
     long prompts leaves of the task ``y = g(x)`` (the paper's Proposition 2.3; no constant, as the paper's linear
@@ -778,8 +802,5 @@ def readout_error(particles: Tensor, g: Tensor, x: Tensor, centered: bool = Fals
     (the error of predicting the mean): what the features explain beyond a constant. One value per student for
     stacked particles ``(S, M, p)``."""
     k = _student_k(particles, x)
-    if not isinstance(g, Tensor) or g.shape != (x.shape[-2],):
-        raise ValueError(f"g must be a tensor of shape ({x.shape[-2]},), one value per row of x")
-    centered = checks.boolean("centered", centered)
     scale = g.var(correction=0) if centered else g.square().mean()
-    return (static_loss(particles, g[:, None], x, k, centered=centered) / scale).detach().cpu().numpy()
+    return (_static_loss(particles, g[:, None], x, k, centered=centered) / scale).detach().cpu().numpy()

@@ -18,43 +18,45 @@ Only the expectation over the counts is left to Monte Carlo (a fixed sample of c
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Annotated
 
 import numpy as np
 import torch
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from icl_utils import checks
+from icl_utils.checks import Count, Counts, Draws, Fraction, Positive, Positives, Reps, Size, Steps, checked
 from icl_utils.config import progress_bar
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.prompts import Prompt
 from icl_utils.tasks.discrete import DiscreteFeatures
 
 
-def predict(prompt: Prompt, q: Tensor) -> Tensor:
+@checked
+def predict(prompt: Prompt, q: Annotated[Float[Tensor, "d d"], checks.Finite]) -> Tensor:
     """Token-level prediction ``sum_i softmax_i(x_i^T Q x_query) y_i``, shape ``(B,)``."""
     prompt = checks.prompt(prompt)
-    if not isinstance(q, Tensor) or tuple(q.shape) != (prompt.dim, prompt.dim):
-        raise ValueError(f"q must be a ({prompt.dim}, {prompt.dim}) tensor")
-    checks.finite("q", q)
+    checks.same_dim("q", q.shape[-1], prompt.dim)
     if prompt.n_context == 0:
-        raise ValueError("softmax attention needs at least one context example")
+        raise ValueError("prompt must hold at least one context example: softmax attention averages over them")
     scores = torch.einsum("bnd,de,be->bn", prompt.x, q.to(prompt.x), prompt.x_query)
     return (scores.softmax(dim=1) * prompt.y).sum(1)
 
 
-def feature_weights(q: Tensor, features: Tensor) -> Tensor:
+@checked
+def feature_weights(q: Float[Tensor, "d d"], features: Float[Tensor, "d K"]) -> Tensor:
     """``W = V^T Q V`` (``W[m, k] = v_m^T Q v_k``) for features ``V`` of shape ``(d, K)``."""
     return features.T.to(q) @ q @ features.to(q)
 
 
-def sample_counts(probs: Tensor, n_context: int, n_samples: int, generator: torch.Generator) -> Tensor:
+@checked
+def sample_counts(probs: Float[Tensor, " K"], n_context: Count, n_samples: Draws, generator: torch.Generator) -> Tensor:
     """``n_samples`` multinomial count vectors of ``n_context`` draws with ``probs``: shape ``(n_samples, K)``."""
-    n_context = checks.positive_int("n_context", n_context)
-    n_samples = checks.positive_int("n_samples", n_samples)
     probs = checks.probabilities("probs", probs)
-    checks.generator(generator)
+    # the draws (int64), (n_samples, n_context), and the counts (float64), (n_samples, K): 8 bytes a value
+    checks.allocation("n_samples * max(n_context, K)", n_samples * max(n_context, len(probs)), torch.float64)
     dev = generator.device
     idx = torch.multinomial(
         probs.to(dev, torch.float32), n_samples * n_context, replacement=True, generator=generator
@@ -63,63 +65,66 @@ def sample_counts(probs: Tensor, n_context: int, n_samples: int, generator: torc
     return counts.scatter_add_(1, idx, torch.ones_like(idx, dtype=counts.dtype))
 
 
-def feature_attention(w: Tensor, counts: Tensor) -> Tensor:
+# The weights W (..., K, K) of a batch of problems and their count samples (..., S, K), integer counts allowed.
+Weights = Float[Tensor, "*B K K"]
+CountSample = Float[Tensor, "*B S K"] | Int[Tensor, "*B S K"]
+
+
+@checked
+def feature_attention(w: Weights, counts: CountSample) -> Tensor:
     """``Attn[..., s, k, m]``: the attention a query on ``v_k`` pays to feature ``m`` in context ``s``.
 
     ``w``: shape ``(..., K, K)``, floating point; ``counts``: shape ``(..., S, K)``, with the same leading (batch)
     shape (integer counts are taken in ``w``'s dtype, so that they never round ``w``)."""
-    for name, value in (("w", w), ("counts", counts)):
-        if not isinstance(value, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    if not w.is_floating_point():
-        raise TypeError(f"w must be a floating-point tensor, got {w.dtype}")
+    return _feature_attention(w, counts)
+
+
+def _feature_attention(w: Tensor, counts: Tensor) -> Tensor:
+    """:func:`feature_attention` on checked arguments (the training loop's)."""
     if not counts.is_floating_point():
         counts = counts.to(w.dtype)
-    if (
-        w.ndim < 2
-        or w.shape[-1] != w.shape[-2]
-        or counts.ndim != w.ndim
-        or counts.shape[-1] != w.shape[-1]
-        or counts.shape[:-2] != w.shape[:-2]
-    ):
-        raise ValueError(
-            f"w must be (..., K, K) and counts (..., S, K) with the same K and leading shape; got "
-            f"{tuple(w.shape)}, {tuple(counts.shape)}"
-        )
     logits = counts.log()[..., :, None, :] + w.transpose(-1, -2).to(counts)[..., None, :, :]  # log c_m + W[m, k]
     return logits.softmax(dim=-1)
 
 
-def per_feature_loss(w: Tensor, counts: Tensor) -> Tensor:
+@checked
+def per_feature_loss(w: Weights, counts: CountSample) -> Tensor:
     """``L_k`` for every query feature ``k``, shape ``(..., K)``, averaged over the count sample."""
-    attn = feature_attention(w, counts)
+    return _per_feature_loss(w, counts)
+
+
+def _per_feature_loss(w: Tensor, counts: Tensor) -> Tensor:
+    """:func:`per_feature_loss` on checked arguments (the training loop's)."""
+    attn = _feature_attention(w, counts)
     target = torch.eye(w.shape[-1], dtype=attn.dtype, device=attn.device)
     return 0.5 * (attn - target).square().sum(-1).mean(-2)
 
 
-def population_loss(w: Tensor, counts: Tensor, probs: Tensor) -> Tensor:
+@checked
+def population_loss(w: Weights, counts: CountSample, probs: Float[Tensor, "*B K"]) -> Tensor:
     """``L = sum_k p_k L_k``: the training objective (summed over a batch of independent problems, whose
     gradients then do not interact)."""
-    losses = per_feature_loss(w, counts)
-    probs = torch.as_tensor(probs).to(losses)
-    if probs.shape != losses.shape:
-        raise ValueError(
-            f"probs must have shape {tuple(losses.shape)} (one row per problem of w), got {tuple(probs.shape)}"
-        )
-    return (probs * losses).sum()
+    return _population_loss(w, counts, probs)
 
 
+def _population_loss(w: Tensor, counts: Tensor, probs: Tensor) -> Tensor:
+    """:func:`population_loss` on checked arguments (the training loop's)."""
+    losses = _per_feature_loss(w, counts)
+    return (probs.to(losses) * losses).sum()
+
+
+@checked
 def run_gradient_descent(
-    probs: Tensor,
-    n_context: int | Sequence[int],
+    probs: Float[Tensor, " K"] | Float[Tensor, "R K"] | Float[np.ndarray, " K"] | Float[np.ndarray, "R K"],
+    n_context: Count | Counts,
     *,
-    steps: int,
-    lr: float,
-    n_samples: int,
+    steps: Steps,
+    lr: Positive,
+    n_samples: Draws,
     generator: torch.Generator,
-    record_every: int = 10,
-    stop_below: float | None = None,
-    stop_on: int | None = None,
+    record_every: Count = 10,
+    stop_below: Positive | None = None,
+    stop_on: Size | None = None,
     progress: bool = True,
 ) -> tuple[Tensor, GDHistory]:
     """Gradient descent on ``L(W)`` from ``W = 0`` (``Q = 0``), recording ``W``, every ``L_k`` and the expected
@@ -134,9 +139,7 @@ def run_gradient_descent(
     """
     probs = torch.as_tensor(probs, dtype=torch.float64)
     rows = probs.unsqueeze(0) if probs.ndim == 1 else probs
-    if rows.ndim != 2:
-        raise ValueError(f"probs must be (K,) or (R, K), got shape {tuple(probs.shape)}")
-    if isinstance(n_context, Sequence) and not isinstance(n_context, (str, bytes)):
+    if isinstance(n_context, (tuple, list)):
         if probs.ndim == 1 or len(n_context) != len(rows):
             raise ValueError(f"n_context must be one int or one per row of probs ({len(rows)}), got {n_context!r}")
         lengths = list(n_context)
@@ -148,18 +151,16 @@ def run_gradient_descent(
     k = rows.shape[1]
 
     def record(w: Tensor) -> dict[str, Tensor]:
-        return {"W": w, "loss_k": per_feature_loss(w, counts), "attn": feature_attention(w, counts).mean(-3)}
+        return {"W": w, "loss_k": _per_feature_loss(w, counts), "attn": _feature_attention(w, counts).mean(-3)}
 
-    if stop_below is not None:
-        stop_below = checks.nonnegative_float("stop_below", stop_below, strict=True)
     if stop_on is not None and stop_below is None:
         raise ValueError("stop_on names the feature stop_below watches: give stop_below too")
-    watched = slice(None) if stop_on is None else checks.positive_int("stop_on", stop_on, minimum=0)
     if stop_on is not None and stop_on >= rows.shape[1]:
         raise ValueError(f"stop_on must be a feature index below K = {rows.shape[1]}, got {stop_on}")
+    watched = slice(None) if stop_on is None else stop_on
     init = torch.zeros(*probs.shape[:-1], k, k, dtype=torch.float64, device=counts.device)
     w, hist = gradient_descent(
-        lambda w: population_loss(w, counts, probs),
+        lambda w: _population_loss(w, counts, probs),
         init,
         steps=steps,
         lr=lr,
@@ -195,17 +196,20 @@ def _history_arrays(steps: object, **arrays: object) -> tuple[np.ndarray, ...]:
     return tuple(out)
 
 
-def convergence_steps(steps: np.ndarray, loss_k: np.ndarray, eps: float) -> np.ndarray:
+@checked
+def convergence_steps(steps: np.ndarray, loss_k: np.ndarray, eps: Positive) -> np.ndarray:
     """For every feature, the first recorded step with ``L_k <= eps`` (``inf`` if it never gets there).
 
     ``steps``: shape ``(T,)``, the recorded steps; ``loss_k``: shape ``(T, K)``. Returns floats, shape ``(K,)``.
     """
     steps, loss_k = _history_arrays(steps, loss_k=loss_k)
-    eps = checks.nonnegative_float("eps", eps, strict=True)
     return _first_steps(steps, loss_k <= eps)
 
 
-def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, feature: int, eps: float) -> np.ndarray:
+@checked
+def phase_boundaries(
+    steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, feature: Count, eps: Positive
+) -> np.ndarray:
     """The steps that end the first three of the four phases of feature ``feature`` (an index ``k >= 1``; feature
     0 is the dominant one), read off the recorded bilinear weights ``w`` (shape ``(T, K, K)``, ``w[t, m, k] =
     B_{k,m}`` and ``w[t, k, k] = A_k``) and errors ``loss_k`` (shape ``(T, K)``), from the change of the weights
@@ -221,11 +225,8 @@ def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, fe
     n_features = loss_k.shape[1] if loss_k.ndim == 2 else -1
     if w.shape[1:] != (n_features, n_features) or len(steps) < 3:
         raise ValueError(f"w must be (T, K, K) and loss_k (T, K) with T >= 3; got {w.shape} and {loss_k.shape}")
-    if isinstance(feature, bool) or not isinstance(feature, (int, np.integer)) or not 1 <= feature < n_features:
-        raise ValueError(
-            f"feature must be an under-represented feature's index in 1..{n_features - 1}, got {feature!r}"
-        )
-    eps = checks.nonnegative_float("eps", eps, strict=True)
+    if feature >= n_features:
+        raise ValueError(f"feature must be an under-represented feature's index in 1..{n_features - 1}, got {feature}")
     rate_a = np.diff(w[:, feature, feature]) / np.diff(steps)
     rate_b = np.diff(w[:, 0, feature]) / np.diff(steps)
     first_end = _first_steps(steps[:-1], (rate_a > -rate_b)[:, None])[0]
@@ -237,18 +238,24 @@ def phase_boundaries(steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, fe
     return np.array([first_end, peak, _first_steps(steps, loss_k[:, feature : feature + 1] <= eps)[0]])
 
 
-def bound_terms(n_features: np.ndarray, eps: np.ndarray, lr: float) -> tuple[np.ndarray, np.ndarray]:
+@checked
+def bound_terms(n_features: np.ndarray | float, eps: np.ndarray | float, lr: Positive) -> tuple[np.ndarray, np.ndarray]:
     """The two terms of the bound on ``T_k`` (broadcast over ``n_features`` and ``eps``): ``K^2 log K / eta`` and
     ``K log(K eps^(-1/2)) / (eps eta)``."""
     k, eps = np.asarray(n_features, dtype=float), np.asarray(eps, dtype=float)
     if not (np.all(np.isfinite(k)) and np.all(k >= 2)) or not (np.all(eps > 0) and np.all(eps < 1)):
         raise ValueError("n_features must be at least 2 and eps in (0, 1)")
-    lr = checks.nonnegative_float("lr", lr, strict=True)
     return k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
 
 
+@checked
 def fit_bound(
-    times: np.ndarray, n_features: np.ndarray, eps: np.ndarray, lr: float, *, eps_term_only: bool = False
+    times: np.ndarray,
+    n_features: np.ndarray | float,
+    eps: np.ndarray | float,
+    lr: Positive,
+    *,
+    eps_term_only: bool = False,
 ) -> np.ndarray:
     """Non-negative constants ``(a, b)`` of ``T ~ a K^2 log K / eta + b K log(K eps^(-1/2)) / (eps eta)`` by least
     squares on the relative error ``1 - bound / T`` over the points given (same shapes, finite ``times``).
@@ -264,7 +271,7 @@ def fit_bound(
     t1, t2 = (np.broadcast_to(t, times.shape).ravel() for t in bound_terms(n_features, eps, lr))
     design, target = np.stack([t1, t2], 1) / times.ravel()[:, None], np.ones(times.size)
     best, best_err = None, np.inf
-    for cols in [[1]] if checks.boolean("eps_term_only", eps_term_only) else ([0, 1], [0], [1]):
+    for cols in [[1]] if eps_term_only else ([0, 1], [0], [1]):
         # the unconstrained fit, else the best fit on one term: a 2-variable non-negative least squares
         coef = np.zeros(2)
         coef[cols] = np.linalg.lstsq(design[:, cols], target, rcond=None)[0]
@@ -274,19 +281,21 @@ def fit_bound(
     return best
 
 
+@checked
 def concentration_quantile(
-    w: Tensor, probs: Tensor, n_context: int, *, n_samples: int, quantile: float, generator: torch.Generator
+    w: Float[Tensor, "K K"],
+    probs: Float[Tensor, " K"],
+    n_context: Count,
+    *,
+    n_samples: Draws,
+    quantile: Fraction,
+    generator: torch.Generator,
 ) -> Tensor:
     """The ``quantile`` over ``n_samples`` fresh contexts of ``(1 - Attn_k)^2`` for a query on every feature
     ``k``, shape ``(K,)``: the high-probability attention concentration of the theorem (its mean is at most
     ``2 L_k`` whatever ``W`` is, since ``L_k >= E (1 - Attn_k)^2 / 2``)."""
-    if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0 < quantile < 1:
-        raise ValueError(f"quantile must be a number in (0, 1), got {quantile!r}")
-    probs = checks.probabilities("probs", probs)
-    if not isinstance(w, Tensor) or tuple(w.shape) != (probs.numel(), probs.numel()):
-        raise ValueError(f"w must be a ({probs.numel()}, {probs.numel()}) tensor, one row per feature of probs")
     counts = sample_counts(probs, n_context, n_samples, generator)
-    own = feature_attention(w, counts).diagonal(dim1=-2, dim2=-1)  # (S, K)
+    own = _feature_attention(w, counts).diagonal(dim1=-2, dim2=-1)  # (S, K)
     return torch.quantile((1 - own).square(), quantile, dim=0)
 
 
@@ -304,33 +313,26 @@ class ConvergenceTimes:
     concentration: np.ndarray
 
 
-def _problems_and_levels(problems: object, eps: object) -> tuple[list[tuple[Tensor, int]], np.ndarray]:
-    """``problems`` as checked ``(probs, n_context)`` pairs and ``eps`` as an array of levels, or a TypeError or
-    ValueError naming the argument."""
-    if isinstance(problems, (str, bytes)) or not isinstance(problems, Sequence) or not problems:
-        raise TypeError(f"problems must be a non-empty sequence of (probs, n_context) pairs, got {problems!r}")
-    if any(not isinstance(p, Sequence) or len(p) != 2 for p in problems):
-        raise TypeError("problems must hold (probs, n_context) pairs")
-    problems = [(checks.probabilities("probs", p), checks.positive_int("n_context", n)) for p, n in problems]
-    if isinstance(eps, (str, bytes)) or not isinstance(eps, Sequence):
-        raise TypeError(f"eps must be a sequence of levels, got {eps!r}")
-    levels = np.array([checks.nonnegative_float("eps", e, strict=True) for e in eps])
-    if levels.size == 0 or np.any(levels >= 1):
-        raise ValueError(f"eps must hold at least one level, each in (0, 1), got {list(eps)}")
-    return problems, levels
+def _problems(problems: tuple | list) -> list[tuple[Tensor, int]]:
+    """``problems`` as checked ``(probs, n_context)`` pairs, or a TypeError or ValueError naming the argument (the
+    items of a list are not declared: beartype checks one of them)."""
+    if not problems or any(not isinstance(p, (tuple, list)) or len(p) != 2 for p in problems):
+        raise TypeError(f"problems must be a non-empty list of (probs, n_context) pairs, got {problems!r}")
+    return [(checks.probabilities("probs", p), checks.positive_int("n_context", n)) for p, n in problems]
 
 
+@checked
 def convergence_times(
-    problems: Sequence[tuple[Tensor, int]],
+    problems: tuple | list,
     *,
-    eps: Sequence[float],
-    n_seeds: int,
-    steps: int,
-    lr: float,
-    n_samples: int,
+    eps: Positives,
+    n_seeds: Reps,
+    steps: Steps,
+    lr: Positive,
+    n_samples: Draws,
     generator: torch.Generator,
-    record_every: int = 5,
-    quantile: float | None = 0.9,
+    record_every: Count = 5,
+    quantile: Fraction | None = 0.9,
     first_only: bool = False,
     progress: bool = True,
 ) -> ConvergenceTimes:
@@ -341,13 +343,9 @@ def convergence_times(
 
     ``first_only`` measures ``T_1`` alone: every run stops once ``L_1`` is below the smallest ``eps`` (the rare
     features, far slower in the imbalanced case, are not waited for), and ``rest`` is left ``inf``."""
-    problems, levels = _problems_and_levels(problems, eps)
-    n_seeds = checks.positive_int("n_seeds", n_seeds)
-    first_only = checks.boolean("first_only", first_only)
-    if quantile is not None and (
-        isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0 < quantile < 1
-    ):
-        raise ValueError(f"quantile must be a number in (0, 1) or None, got {quantile!r}")
+    problems, levels = _problems(problems), np.array([float(e) for e in eps])
+    if levels.max() >= 1:
+        raise ValueError(f"eps must hold levels in (0, 1), got {list(eps)}")
     shape = (len(problems), n_seeds, levels.size)
     first, rest, conc = np.full(shape, np.inf), np.full(shape, np.inf), np.full(shape, np.nan)
     for i, (probs, n_context) in enumerate(progress_bar(problems, desc="convergence times", enabled=progress)):
@@ -387,7 +385,8 @@ def convergence_times(
     return ConvergenceTimes(eps=levels, first=first, rest=rest, concentration=conc)
 
 
-def doubling_increments(n_features: Sequence[int], times: np.ndarray) -> np.ndarray:
+@checked
+def doubling_increments(n_features: Counts | np.ndarray, times: np.ndarray) -> np.ndarray:
     """How ``T`` grows per doubling of ``K``: the last increment ``T(K_max) - T(K_max / 2)`` over the first
     ``T(2 K_0) - T(K_0)``, per seed, along the unbroken chain ``K_0, 2 K_0, 4 K_0, ...`` of ``n_features``. ``times``
     has shape ``(len(n_features), seeds)``. A law that saturates gives a ratio well below 1, ``log K`` gives 1, any
@@ -409,10 +408,9 @@ def doubling_increments(n_features: Sequence[int], times: np.ndarray) -> np.ndar
     return np.where(grown, last / np.where(grown, first, 1.0), np.where(last > 0, np.inf, 0.0))
 
 
-def _increasing_ks(n_features: object) -> list[int]:
-    """``n_features`` as a list of strictly increasing integers of at least 1, or an error naming it."""
-    if isinstance(n_features, (str, bytes)) or not isinstance(n_features, (Sequence, np.ndarray)):
-        raise TypeError(f"n_features must be a sequence of ints, got {type(n_features).__name__}")
+def _increasing_ks(n_features: tuple | list | np.ndarray) -> list[int]:
+    """``n_features`` as a list of strictly increasing integers of at least 1, or an error naming it (an array's
+    items are checked here)."""
     ks = [checks.positive_int("n_features", int(k) if isinstance(k, np.integer) else k) for k in n_features]
     if any(b <= a for a, b in itertools.pairwise(ks)):
         raise ValueError(f"n_features must be strictly increasing, got {ks}")
@@ -439,19 +437,17 @@ class CalibratedBound:
         return float(self.ratio[self.n_fit :].max())
 
 
+@checked
 def calibrate_bound(
-    times: ConvergenceTimes, n_features: Sequence[int], n_fit: int, lr: float, *, eps_term_only: bool = False
+    times: ConvergenceTimes, n_features: Counts | np.ndarray, n_fit: Count, lr: Positive, *, eps_term_only: bool = False
 ) -> CalibratedBound:
     """Fit the bound's constants (:func:`fit_bound`) to the median ``T_k`` at the first ``n_fit`` values of
     ``n_features`` over every level of ``times``, and compare the bound so calibrated with ``T_k`` everywhere."""
-    if not isinstance(times, ConvergenceTimes):
-        raise TypeError(f"times must be ConvergenceTimes, got {type(times).__name__}")
     ks = np.asarray(_increasing_ks(n_features), dtype=float)
     if ks.shape != (times.rest.shape[0],):
         raise ValueError(f"n_features must give one K per problem of times ({times.rest.shape[0]}), got {ks.shape}")
     if not np.isfinite(times.rest).all():  # an infinite T_k would make the allowance infinite
         raise ValueError("times.rest must be finite: some run never converged (raise its budget)")
-    n_fit = checks.positive_int("n_fit", n_fit, minimum=1)
     if n_fit >= len(ks):
         raise ValueError(f"n_fit must leave at least one K out of the fit, got {n_fit} of {len(ks)}")
     kk, ee = np.meshgrid(ks, times.eps, indexing="ij")
@@ -463,39 +459,41 @@ def calibrate_bound(
     return CalibratedBound(float(a), float(b), bound, med / bound, float(allowance), n_fit)
 
 
-def empirical_loss(w: Tensor, counts: Tensor, queries: Tensor, coords: Tensor) -> Tensor:
+@checked
+def empirical_loss(
+    w: Float[Tensor, "K K"],
+    counts: Float[Tensor, "M K"] | Int[Tensor, "M K"],
+    queries: Int[Tensor, " M"],
+    coords: Float[Tensor, "M K"],
+) -> Tensor:
     """The squared error on fixed prompts, ``1/(2M) sum_i (y_hat_i - y_i)^2``, in the feature coordinates: prompt
     ``i`` has context counts ``counts[i]`` (shape ``(M, K)``), a query on feature ``queries[i]`` (shape ``(M,)``)
     and task coordinates ``coords[i] = (<w_i, v_m>)_m`` (shape ``(M, K)``), so that ``y_hat_i - y_i = sum_m
     (Attn_{k_i, m} - 1{m = k_i}) <w_i, v_m>``: the token-level loss of the same prompts, exactly."""
-    if not isinstance(counts, Tensor) or not isinstance(w, Tensor) or counts.ndim != 2 or w.ndim != 2:
-        raise ValueError("w must be a (K, K) tensor and counts an (M, K) tensor")
-    n_prompts, k = counts.shape[0], w.shape[-1]
-    if (
-        not isinstance(queries, Tensor)
-        or queries.dtype not in (torch.int32, torch.int64)
-        or tuple(queries.shape) != (n_prompts,)
-        or queries.min() < 0
-        or queries.max() >= k
-    ):
-        raise ValueError(f"queries must be ({n_prompts},) integer feature indices in 0..{k - 1}, one per prompt")
-    if not isinstance(coords, Tensor) or tuple(coords.shape) != (n_prompts, k):
-        raise ValueError(f"coords must be a ({n_prompts}, {k}) tensor, one row of task coordinates per prompt")
-    attn = feature_attention(w, counts)[torch.arange(n_prompts), queries]  # (M, K): the query's row
+    if len(queries) and (queries.min() < 0 or queries.max() >= len(w)):
+        raise ValueError(f"queries must be feature indices in 0..{len(w) - 1}, got {queries.min()}..{queries.max()}")
+    return _empirical_loss(w, counts, queries.long(), coords)
+
+
+def _empirical_loss(w: Tensor, counts: Tensor, queries: Tensor, coords: Tensor) -> Tensor:
+    """:func:`empirical_loss` on checked arguments (the training loop's)."""
+    n_prompts = len(counts)
+    attn = _feature_attention(w, counts)[torch.arange(n_prompts), queries]  # (M, K): the query's row
     target = torch.nn.functional.one_hot(queries, w.shape[-1]).to(attn)
     return 0.5 * ((attn - target) * coords.to(attn)).sum(-1).square().mean()
 
 
+@checked
 def run_empirical_gradient_descent(
     task: DiscreteFeatures,
-    n_prompts: int,
-    n_context: int,
+    n_prompts: Count,
+    n_context: Count,
     *,
-    steps: int,
-    lr: float,
-    n_samples: int,
+    steps: Steps,
+    lr: Positive,
+    n_samples: Draws,
     generator: torch.Generator,
-    record_every: int = 10,
+    record_every: Count = 10,
     progress: bool = True,
 ) -> tuple[Tensor, GDHistory]:
     """Gradient descent from ``W = 0`` on the empirical objective of the paper's experiments: the squared error
@@ -503,19 +501,17 @@ def run_empirical_gradient_descent(
     than its expectation. On orthonormal features, gradient descent on ``Q`` moves ``W = V^T Q V`` by exactly
     the gradient in ``W``, so this is the token-level model's descent. Records ``W``, the population errors
     ``L_k`` on a fresh sample of ``n_samples`` count vectors, and the empirical loss ``train``."""
-    if not isinstance(task, DiscreteFeatures):
-        raise TypeError(f"task must be a DiscreteFeatures, got {type(task).__name__}")
-    _, idx = task.sample_with_labels(checks.positive_int("n_prompts", n_prompts), n_context, generator)
+    _, idx = task.sample_with_labels(n_prompts, n_context, generator)
     k = task.n_features
     counts = torch.nn.functional.one_hot(idx[:, :-1], k).sum(1).double()
     coords = torch.randn(len(idx), k, generator=generator, device=idx.device, dtype=torch.float64)
     population = sample_counts(task.probs, n_context, n_samples, generator)
 
     def loss(w: Tensor) -> Tensor:
-        return empirical_loss(w, counts, idx[:, -1], coords)
+        return _empirical_loss(w, counts, idx[:, -1], coords)
 
     def record(w: Tensor) -> dict[str, Tensor]:
-        return {"W": w, "loss_k": per_feature_loss(w, population), "train": loss(w)}
+        return {"W": w, "loss_k": _per_feature_loss(w, population), "train": loss(w)}
 
     return gradient_descent(
         loss,

@@ -16,28 +16,31 @@ Appendix I prescribes (``n_layer`` connections without MLPs, ``2 n_layer`` with 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from icl_utils import checks
+from icl_utils.checks import Count, Rate, Size, checked
 from icl_utils.models.base import evaluating
 from icl_utils.prompts import Prompt
 
 
+@checked
 @dataclass(frozen=True)
 class GPTConfig:
     """Size of the transformer. ``n_context`` is the most context examples a prompt it reads may hold."""
 
-    n_dims: int
-    n_context: int
-    n_embd: int = 64
-    n_layer: int = 4
-    n_head: int = 4
+    n_dims: Count
+    n_context: Size
+    n_embd: Count = 64
+    n_layer: Count = 4
+    n_head: Count = 4
     mlp: bool = True
-    dropout: float = 0.0
-    tokens: str = "interleaved"  # or "paired": the token matrix (3.1) of Zhang et al.
+    dropout: Rate = 0.0
+    tokens: Literal["interleaved", "paired"] = "interleaved"  # "paired": the token matrix (3.1) of Zhang et al.
     residual_init: bool = False
     # With tokens="paired", False keeps the query's token out of its own attention, as the mask M keeps the query
     # column out of linear self-attention's keys and values (chapter 4); x_query still reaches the read-out
@@ -45,19 +48,10 @@ class GPTConfig:
     query_sees_itself: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n_context", checks.positive_int("n_context", self.n_context, minimum=0))
-        for name in ("n_dims", "n_embd", "n_layer", "n_head"):
-            object.__setattr__(self, name, checks.positive_int(name, getattr(self, name)))
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
-        object.__setattr__(self, "mlp", checks.boolean("mlp", self.mlp))
-        object.__setattr__(self, "dropout", checks.nonnegative_float("dropout", self.dropout))
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.tokens not in ("interleaved", "paired"):
-            raise ValueError(f"tokens must be 'interleaved' or 'paired', got {self.tokens!r}")
-        object.__setattr__(self, "residual_init", checks.boolean("residual_init", self.residual_init))
-        object.__setattr__(self, "query_sees_itself", checks.boolean("query_sees_itself", self.query_sees_itself))
+        # the position embeddings: one row per token (a huge n_context once ended in torch's out-of-memory error)
+        checks.allocation("(2 n_context + 2) * n_embd", (2 * self.n_context + 2) * self.n_embd)
         if not self.query_sees_itself and self.tokens != "paired":
             raise ValueError("query_sees_itself=False needs tokens='paired' (the query is then one token)")
 

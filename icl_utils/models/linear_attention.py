@@ -63,7 +63,7 @@ def sample_moment_prompts(task: TaskFamily, batch: int, n: int, generator: torch
     """``batch`` prompts of ``n`` examples from ``task``, each shrunk by :func:`moment_prompt`; drawn a bounded
     number of values at a time, so memory grows with ``batch`` but not with ``n``."""
     task = checks.task_family(task)
-    batch, n, generator = checks.sample_sizes(batch, n, generator)
+    batch, n, generator = checks.sample_sizes(batch, n, generator, dim=task.dim)
     per_chunk = config.prompts_per_chunk((n + 1) * (task.dim + 1))
     return Prompt.cat(
         [

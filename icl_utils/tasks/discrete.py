@@ -7,24 +7,30 @@ probability ``p_k``; a task is ``w ~ N(0, I_d)`` and ``y = <w, x>``, noiseless.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import torch
+from beartype.vale import Is
+from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
+from icl_utils.checks import Count, Fraction, Size, checked
 from icl_utils.prompts import Prompt
 
+#: two features or more
+Several = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 2]]
+checks.describe(Several, ("an int", ">= 2"))
 
-def imbalanced_probs(n_features: int, dominant: float) -> Tensor:
+
+@checked
+def imbalanced_probs(n_features: Several, dominant: Fraction) -> Tensor:
     """``p_1 = dominant`` and the rest share ``1 - dominant`` equally; ``dominant = 1/K`` is the balanced case."""
-    n_features = checks.positive_int("n_features", n_features, minimum=2)
-    dominant = checks.nonnegative_float("dominant", dominant, strict=True)
-    if dominant >= 1:
-        raise ValueError(f"dominant must be in (0, 1), got {dominant}")
     rest = (1 - dominant) / (n_features - 1)
     return torch.tensor([dominant] + [rest] * (n_features - 1), dtype=torch.float64)
 
 
+@checked
 @dataclass(frozen=True)
 class DiscreteFeatures:
     """``K = len(probs)`` orthonormal features in ``R^dim`` drawn with probabilities ``probs``.
@@ -33,18 +39,19 @@ class DiscreteFeatures:
     ``seed``, so nothing depends on the features being coordinate vectors.
     """
 
-    dim: int
-    probs: Tensor
-    seed: int = 0
+    dim: Count
+    probs: Float[Tensor, " K"]
+    seed: Size = 0
     features: Tensor = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        dim = checks.positive_int("dim", self.dim)
+        dim = self.dim
         probs = checks.probabilities("probs", self.probs)
         if probs.numel() > dim:
             raise ValueError(f"at most dim={dim} orthonormal features fit in R^{dim}, got K={probs.numel()}")
         object.__setattr__(self, "probs", probs)
-        gen = torch.Generator().manual_seed(checks.positive_int("seed", self.seed, minimum=0))
+        checks.allocation("dim * dim", dim * dim, torch.float64)  # the random frame
+        gen = torch.Generator().manual_seed(self.seed)
         frame, _ = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=torch.float64))
         object.__setattr__(self, "features", frame[:, : probs.numel()])
 

@@ -17,9 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
+from icl_utils.checks import Count, NonNegative, Positive, Samples, Size, checked
 from icl_utils.prompts import Prompt
 
 
@@ -28,6 +30,7 @@ def sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
     ``(a_m, w_m, b_m)`` of ``particles`` (shape ``(..., M, k + d + 1)``), at inputs ``x`` (shape ``(..., K, d)``):
     ``(..., K, k)``. Leading dimensions broadcast: particles ``(S, M, p)`` are ``S`` networks (seeds trained
     together), evaluated on shared inputs ``(K, d)`` or on their own ``(S, K, d)``."""
+    # checked by hand, not declared: the mean-field dynamics call it at every step, under torch.func transforms too
     k = checks.positive_int("k", k)
     if not isinstance(particles, Tensor) or particles.ndim < 2:
         raise ValueError("particles must be a tensor of shape (..., M, k + d + 1)")
@@ -41,31 +44,32 @@ def sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
     return h[..., 0, :] if squeeze else h
 
 
+@checked
 @dataclass(frozen=True)
 class TeacherFeatures:
     """Tasks ``y = v^T f(x) + noise`` over whitened teacher features ``f`` (see the module docstring). The teacher's
     ``width`` neurons have ``w ~ N(0, (scale^2 / d) I)``, ``b ~ N(0, 1)``, ``a ~ N(0, I_k)``, drawn from ``seed``;
     the whitening is computed on ``n_whiten`` inputs from the same seed."""
 
-    dim: int
-    k: int
-    width: int = 16
-    rank: int | None = None
-    scale: float = 2.0
-    noise_std: float = 0.0
-    seed: int = 0
-    n_whiten: int = 2**16
+    dim: Count
+    k: Count
+    width: Count = 16
+    rank: Count | None = None
+    scale: Positive = 2.0
+    noise_std: NonNegative = 0.0
+    seed: Size = 0
+    n_whiten: Samples = 2**16
     _particles: Tensor = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        dim, k = checks.positive_int("dim", self.dim), checks.positive_int("k", self.k)
-        width = checks.positive_int("width", self.width)
-        rank = k if self.rank is None else checks.positive_int("rank", self.rank)
+        dim, k, width, scale, n_whiten = self.dim, self.k, self.width, float(self.scale), self.n_whiten
+        rank = k if self.rank is None else self.rank
         if rank > k:
             raise ValueError(f"rank must be at most k = {k}, got {rank}")
-        scale = checks.nonnegative_float("scale", self.scale, strict=True)
-        checks.nonnegative_float("noise_std", self.noise_std)
-        n_whiten = checks.positive_int("n_whiten", self.n_whiten, minimum=2)
+        # the whitening inputs, their pre-activations and the teacher's weights, before torch tries to allocate them
+        checks.allocation("n_whiten * dim", n_whiten * dim, torch.float64)
+        checks.allocation("n_whiten * width", n_whiten * width, torch.float64)
+        checks.allocation("width * dim", width * dim, torch.float64)
         g = torch.Generator().manual_seed(self.seed)
         a = torch.randn(width, rank, generator=g, dtype=torch.float64)
         w = torch.randn(width, dim, generator=g, dtype=torch.float64) * scale / dim**0.5
@@ -86,16 +90,15 @@ class TeacherFeatures:
         :func:`sigmoid_network` is ``f``."""
         return self._particles.clone()
 
-    def features(self, x: Tensor) -> Tensor:
+    @checked
+    def features(self, x: Float[Tensor, "*batch {self.dim}"]) -> Tensor:
         """The teacher features ``f(x)``, shape ``(..., k)``, in the dtype and on the device of ``x``."""
-        if not isinstance(x, Tensor) or x.shape[-1] != self.dim:
-            raise ValueError(f"x must be a tensor with last dimension dim={self.dim}")
         return sigmoid_network(self._particles.to(x.device, x.dtype), x, self.k)
 
-    def inputs(self, count: int, generator: torch.Generator) -> Tensor:
+    @checked
+    def inputs(self, count: Count, generator: torch.Generator) -> Tensor:
         """``count`` inputs ``x ~ N(0, I_d)`` on the generator's device."""
-        count = checks.positive_int("count", count)
-        generator = checks.generator(generator)
+        checks.allocation("count * dim", count * self.dim)
         return torch.randn(count, self.dim, generator=generator, device=generator.device)
 
     def sample(self, batch: int, n: int, generator: torch.Generator) -> Prompt:

@@ -8,46 +8,49 @@ A task is a weight vector ``w ~ N(prior_mean, prior_cov)``; inputs are ``x ~ N(0
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
+from icl_utils.checks import Count, NonNegative, Positive, Size, checked
 from icl_utils.estimators import bayes_linear_regression
 from icl_utils.prompts import Prompt
 
 
+@checked
 @dataclass(frozen=True)
 class LinearRegression:
     """A Gaussian-prior linear-regression task family; ``None`` means zero mean or identity covariance. Inputs are
     ``N(0, x_cov)``, or uniform on ``[-x_range, x_range]^d`` when ``x_range`` is given."""
 
-    dim: int
-    noise_std: float = 0.0
-    prior_mean: Tensor | None = None
-    prior_cov: Tensor | None = None
-    x_cov: Tensor | None = None
-    x_range: float | None = None
+    dim: Count
+    noise_std: NonNegative = 0.0
+    prior_mean: Annotated[Float[Tensor, " {dim}"], checks.Finite] | None = None
+    prior_cov: Float[Tensor, " {dim} {dim}"] | None = None
+    x_cov: Float[Tensor, " {dim} {dim}"] | None = None
+    x_range: Positive | None = None
     _prior_sqrt: Tensor | None = field(default=None, init=False, repr=False, compare=False)
     _x_sqrt: Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        dim = checks.positive_int("dim", self.dim)
-        object.__setattr__(self, "noise_std", checks.nonnegative_float("noise_std", self.noise_std))
+        object.__setattr__(self, "noise_std", float(self.noise_std))
         if self.prior_mean is not None:
-            object.__setattr__(self, "prior_mean", checks.vector("prior_mean", self.prior_mean, dim))
+            object.__setattr__(self, "prior_mean", self.prior_mean.double().cpu())
         if self.prior_cov is not None:
-            cov = checks.psd_matrix("prior_cov", self.prior_cov, dim)
+            cov = checks.psd_matrix("prior_cov", self.prior_cov, self.dim)
             object.__setattr__(self, "prior_cov", cov)
             object.__setattr__(self, "_prior_sqrt", checks.psd_sqrt(cov))
         if self.x_cov is not None:
-            cov = checks.psd_matrix("x_cov", self.x_cov, dim)
+            cov = checks.psd_matrix("x_cov", self.x_cov, self.dim)
             object.__setattr__(self, "x_cov", cov)
             object.__setattr__(self, "_x_sqrt", checks.psd_sqrt(cov))
         if self.x_range is not None:
             if self.x_cov is not None:
                 raise ValueError("give x_cov (Gaussian inputs) or x_range (uniform inputs), not both")
-            object.__setattr__(self, "x_range", checks.nonnegative_float("x_range", self.x_range, strict=True))
+            object.__setattr__(self, "x_range", float(self.x_range))
 
     @property
     def gaussian_inputs(self) -> bool:
@@ -72,9 +75,10 @@ class LinearRegression:
             return self.x_range**2 / 3 * torch.eye(self.dim, dtype=torch.float64)
         return self.x_cov if self.x_cov is not None else torch.eye(self.dim, dtype=torch.float64)
 
-    def sample_weights(self, batch: int, generator: torch.Generator) -> Tensor:
+    @checked
+    def sample_weights(self, batch: Count, generator: torch.Generator) -> Tensor:
         """``batch`` task vectors ``w`` of shape ``(batch, dim)`` on the generator's device."""
-        batch, generator = checks.positive_int("batch", batch), checks.generator(generator)
+        checks.allocation("batch * dim", batch * self.dim)
         dev = generator.device
         w = torch.randn(batch, self.dim, generator=generator, device=dev)
         if self._prior_sqrt is not None:
@@ -83,27 +87,24 @@ class LinearRegression:
             w = w + self.prior_mean.to(dev, torch.float32)
         return w
 
+    @checked
     def sample(
         self,
-        batch: int,
-        n: int,
+        batch: Count,
+        n: Size,
         generator: torch.Generator,
-        active_dims: int | None = None,
-        weights: Tensor | None = None,
+        active_dims: Count | None = None,
+        weights: Annotated[Float[Tensor, "{batch} {self.dim}"], checks.Finite] | None = None,
     ) -> Prompt:
         """``batch`` prompts of ``n`` context examples and a query, on the generator's device.
 
         ``active_dims`` keeps only the first coordinates of x (the others are zero), as in Garg et al.'s
         curriculum. ``weights`` fixes the tasks (shape ``(batch, dim)``) instead of drawing them from the prior.
         """
-        batch, n, generator = checks.sample_sizes(batch, n, generator, self.dim)
+        checks.allocation("batch * (n + 1) * dim", batch * (n + 1) * self.dim)
         dev = generator.device
         if weights is None:
             weights = self.sample_weights(batch, generator)
-        elif not isinstance(weights, Tensor) or tuple(weights.shape) != (batch, self.dim):
-            raise ValueError(f"weights must be a tensor of shape ({batch}, {self.dim})")
-        else:
-            checks.finite("weights", weights)
         weights = weights.to(dev, torch.float32)
         if self.x_range is not None:
             xs = (2 * torch.rand(batch, n + 1, self.dim, generator=generator, device=dev) - 1) * self.x_range
@@ -112,7 +113,6 @@ class LinearRegression:
         if self._x_sqrt is not None:
             xs = xs @ self._x_sqrt.to(dev, torch.float32)
         if active_dims is not None:
-            active_dims = checks.positive_int("active_dims", active_dims)
             if active_dims > self.dim:
                 raise ValueError(f"active_dims must be <= dim={self.dim}, got {active_dims}")
             xs[:, :, active_dims:] = 0

@@ -25,29 +25,41 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field, replace
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
+from beartype.vale import Is
+from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks, config
+from icl_utils.checks import Count, NonNegative, Positive, Size, checked
 from icl_utils.estimators import bayes_linear_regression
 from icl_utils.prompts import Prompt
 
-BASES = ("fourier", "bspline")
-MAX_BASIS = 2**16
+MAX_BASIS = 2**16  # the basis is enumerated in Python
 MAX_CANDIDATES = 4096  # splines that orthonormal=True may examine
+MAX_ORDER = 10  # the recursion of cardinal_bspline costs 2^order tensor operations (order 18: 18 s; chapters use <= 3)
+#: a B-spline order within MAX_ORDER; a number of basis functions within MAX_BASIS
+Order = Annotated[int, Is[lambda v: not isinstance(v, bool) and 0 <= v <= MAX_ORDER]]
+BasisSize = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= MAX_BASIS]]
+checks.describe(Order, ("an int", f"in [0, {MAX_ORDER}] (MAX_ORDER: the B-spline costs 2^order operations)"))
+checks.describe(BasisSize, ("an int", f"in [1, {MAX_BASIS}] (MAX_BASIS: the basis is enumerated in Python)"))
 
 
-def cardinal_bspline(x: Tensor, order: int) -> Tensor:
+@checked
+def cardinal_bspline(x: Float[Tensor, "*shape"], order: Order) -> Float[Tensor, "*shape"]:
     """The cardinal B-spline ``N_m(x)`` of order ``m``: the ``(m+1)``-fold convolution of ``1[0, 1)``, supported on
     ``[0, m+1]``, by the recursion ``N_m(x) = (x N_{m-1}(x) + (m+1-x) N_{m-1}(x-1)) / m``."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    order = checks.positive_int("order", order, minimum=0)
+    return _cardinal_bspline(x, order)
+
+
+def _cardinal_bspline(x: Tensor, order: int) -> Tensor:
+    """:func:`cardinal_bspline` without the checks of its arguments (it recurses ``2^order`` times)."""
     if order == 0:
         return ((x >= 0) & (x < 1)).to(x.dtype)
-    return (x * cardinal_bspline(x, order - 1) + (order + 1 - x) * cardinal_bspline(x - 1, order - 1)) / order
+    return (x * _cardinal_bspline(x, order - 1) + (order + 1 - x) * _cardinal_bspline(x - 1, order - 1)) / order
 
 
 def _trig_table(x: Tensor, count: int) -> Tensor:
@@ -100,7 +112,7 @@ def _bspline_norms(index: list[tuple[int, tuple[int, ...]]], order: int) -> Tens
     nodes, weights = (torch.from_numpy(v) for v in np.polynomial.legendre.leggauss(order + 1))
     pieces = torch.arange(order + 1, dtype=torch.float64)  # N_m on [k, k + 1], k = 0..m
     u = pieces[:, None] + (nodes + 1) / 2  # (m + 1, nodes) points in each piece
-    piece_sq = (cardinal_bspline(u, order).square() * weights / 2).sum(-1)  # integral of N_m^2 on each piece
+    piece_sq = (_cardinal_bspline(u, order).square() * weights / 2).sum(-1)  # integral of N_m^2 on each piece
     out = []
     for level, shifts in index:
         squares = [piece_sq[max(0, -b) : max(0, min(order + 1, 2**level - b))].sum() / 2**level for b in shifts]
@@ -113,8 +125,8 @@ def _bspline_indices(dim: int, count: int, order: int) -> list[tuple[int, tuple[
     out: list[tuple[int, tuple[int, ...]]] = []
     level = 0
     while len(out) < count:
-        shifts = range(-order, 2**level)
-        out.extend((level, b) for b in itertools.product(shifts, repeat=dim))
+        shifts = itertools.product(range(-order, 2**level), repeat=dim)
+        out.extend((level, b) for b in itertools.islice(shifts, count - len(out)))  # (m + 2^a)^dim shifts in all
         level += 1
     return out[:count]
 
@@ -130,7 +142,7 @@ def _bspline_gram(index: list[tuple[int, tuple[int, ...]]], order: int) -> Tenso
     w = (weights / 2).repeat(2**finest) / 2**finest
     axes = sorted({(a, b) for a, shifts in index for b in shifts})  # the one-dimensional splines used
     row = {key: i for i, key in enumerate(axes)}
-    values = torch.stack([cardinal_bspline(2.0**a * x - b, order) for a, b in axes])
+    values = torch.stack([_cardinal_bspline(2.0**a * x - b, order) for a, b in axes])
     gram_1d = (values * w) @ values.T
     gram = torch.ones(len(index), len(index), dtype=torch.float64)
     for axis in range(len(index[0][1])):
@@ -171,6 +183,7 @@ def _orthonormal_bsplines(
     return [candidates[k] for k in kept], inverse.T
 
 
+@checked
 @dataclass(frozen=True)
 class NonparametricTasks:
     """Tasks ``F = sum_{j <= n_basis} beta_j f_j`` with ``beta_j ~ N(0, j^(-2s-1))`` on inputs uniform in
@@ -179,12 +192,12 @@ class NonparametricTasks:
     ``noiseless_query`` the query's label is ``F(x_query)`` itself, so that a squared error is the excess risk (the
     risk above the noise level) without the noise's Monte Carlo variance: :meth:`noiseless` gives that view."""
 
-    dim: int
-    smoothness: float
-    basis: str = "fourier"
-    n_basis: int = 64
-    order: int = 2
-    noise_std: float = 0.1
+    dim: Count
+    smoothness: Positive
+    basis: Literal["fourier", "bspline"] = "fourier"
+    n_basis: BasisSize = 64
+    order: Order = 2
+    noise_std: NonNegative = 0.1
     noiseless_query: bool = False
     orthonormal: bool = False
     _index: list = field(default=None, init=False, repr=False, compare=False)
@@ -193,17 +206,7 @@ class NonparametricTasks:
     _bspline_table: tuple = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        dim = checks.positive_int("dim", self.dim)
-        checks.nonnegative_float("smoothness", self.smoothness, strict=True)
-        if self.basis not in BASES:
-            raise ValueError(f"basis must be one of {BASES}, got {self.basis!r}")
-        count = checks.positive_int("n_basis", self.n_basis)
-        if count > MAX_BASIS:
-            raise ValueError(f"n_basis must be <= {MAX_BASIS} (the basis is enumerated in Python), got {count}")
-        order = checks.positive_int("order", self.order, minimum=0)
-        checks.nonnegative_float("noise_std", self.noise_std)
-        checks.boolean("noiseless_query", self.noiseless_query)
-        checks.boolean("orthonormal", self.orthonormal)
+        dim, count, order = self.dim, self.n_basis, self.order
         if self.orthonormal and self.basis != "bspline":
             raise ValueError(f"orthonormal applies to the bspline basis (the {self.basis} basis is orthonormal)")
         transform = None
@@ -251,13 +254,13 @@ class NonparametricTasks:
             raise ValueError(f"active_axes is defined for the fourier basis, not {self.basis!r}")
         return (torch.tensor(self._index) > 1).sum(1)
 
-    def prompt_mean_excess(self, n: int) -> float:
+    @checked
+    def prompt_mean_excess(self, n: Count) -> float:
         """The exact excess risk of the prompt mean (:func:`~icl_utils.estimators.prompt_mean`) on ``n`` examples,
         for the Fourier basis: ``f_1 = 1`` and every other function has mean zero, so ``E (F(x_q) - y_bar)^2 =
         (sum_j lambda_j - lambda_1)(1 + 1/n) + sigma^2 / n``."""
         if self.basis != "fourier":
             raise ValueError(f"prompt_mean_excess is computed for the fourier basis, not {self.basis!r}")
-        n = checks.positive_int("n", n)
         lam = self.prior_var()
         return ((lam.sum() - lam[0]) * (1 + 1 / n)).item() + self.noise_var / n
 
@@ -266,19 +269,18 @@ class NonparametricTasks:
         j = torch.arange(1, self.n_basis + 1, dtype=torch.float64)
         return j ** (-2 * self.smoothness - 1)
 
-    def coefficients(self, batch: int, generator: torch.Generator) -> Tensor:
+    @checked
+    def coefficients(self, batch: Count, generator: torch.Generator) -> Tensor:
         """``batch`` coefficient vectors ``beta ~ N(0, diag(prior_var))`` drawn on the generator's device, float32,
         shape ``(batch, n_basis)``: the tasks that :meth:`sample` draws when no ``weights`` are given."""
-        batch = checks.positive_int("batch", batch)
-        checks.generator(generator)
+        checks.allocation("batch * n_basis", batch * self.n_basis)
         dev = generator.device
         std = self.prior_var().sqrt().to(dev, torch.float32)
         return torch.randn(batch, self.n_basis, generator=generator, device=dev) * std
 
-    def features(self, x: Tensor) -> Tensor:
+    @checked
+    def features(self, x: Float[Tensor, "*batch {self.dim}"]) -> Tensor:
         """The basis functions at ``x`` (shape ``(..., dim)``): shape ``(..., n_basis)``."""
-        if not isinstance(x, Tensor) or x.shape[-1] != self.dim:
-            raise ValueError(f"x must be a tensor with last dimension dim={self.dim}")
         if self.basis == "fourier":
             # Every one-dimensional function e_1..e_J at every coordinate, then one gather and a product over axes.
             index = self._fourier_table.to(x.device)  # (N, d): row of e_{j_k}(x_k) in the table below
@@ -294,20 +296,23 @@ class NonparametricTasks:
         # tensor of arguments 2^a x_k - b_k; a loop over the functions costs thousands of small ops per call.
         scale, shift, norm, transform = self._bspline_table
         arg = scale.to(x.device, x.dtype)[:, None] * x[..., None, :] - shift.to(x.device, x.dtype)
-        out = cardinal_bspline(arg, self.order).prod(-1) / norm.to(x.device, x.dtype)
+        out = _cardinal_bspline(arg, self.order).prod(-1) / norm.to(x.device, x.dtype)
         return out if transform is None else out @ transform.to(x.device, x.dtype)
 
-    def sample(self, batch: int, n: int, generator: torch.Generator, weights: Tensor | None = None) -> Prompt:
+    @checked
+    def sample(
+        self,
+        batch: Count,
+        n: Size,
+        generator: torch.Generator,
+        weights: Annotated[Float[Tensor, "{batch} {self.n_basis}"], checks.Finite] | None = None,
+    ) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query on the generator's device; ``weights`` (shape
         ``(batch, n_basis)``) fixes the coefficients instead of drawing them from the prior."""
-        batch, n, generator = checks.sample_sizes(batch, n, generator, self.dim)
+        checks.allocation("batch * (n + 1) * dim", batch * (n + 1) * self.dim)
         dev = generator.device
         if weights is None:
             weights = self.coefficients(batch, generator)
-        elif not isinstance(weights, Tensor) or tuple(weights.shape) != (batch, self.n_basis):
-            raise ValueError(f"weights must be a tensor of shape ({batch}, {self.n_basis})")
-        else:
-            checks.finite("weights", weights)
         xs = torch.rand(batch, n + 1, self.dim, generator=generator, device=dev)
         weights = weights.to(dev, torch.float32)
         # Labelled a chunk of prompts at a time, so that the basis-function values of a large pool never
@@ -327,6 +332,7 @@ class NonparametricTasks:
             ys = ys + noise
         return Prompt.from_points(xs, ys)
 
+    @checked
     def feature_prompt(self, prompt: Prompt) -> Prompt:
         """The same prompt with every input replaced by its basis functions: a linear-regression prompt."""
         return Prompt(self.features(prompt.x), prompt.y, self.features(prompt.x_query), prompt.y_query)

@@ -11,18 +11,27 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import torch
+from beartype.vale import Is
+from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
+from icl_utils.checks import Count, Finite, NonNegative, Pair, Real, Size, checked
 from icl_utils.prompts import Prompt
 
+MAX_DEGREE = 170  # He_i is divided by sqrt(i!), and 171! overflows a float64
+#: a Hermite degree within MAX_DEGREE
+Degree = Annotated[int, Is[lambda v: not isinstance(v, bool) and 0 <= v <= MAX_DEGREE]]
+checks.describe(Degree, ("an int", f"in [0, {MAX_DEGREE}] (MAX_DEGREE: sqrt(degree!) overflows a float64 above)"))
 
-def hermite_coefficients(degree: int) -> Tensor:
+
+@checked
+def hermite_coefficients(degree: Degree) -> Tensor:
     """Monomial coefficients of the normalized Hermite polynomials: row ``i`` holds ``a_j`` with
     ``He_i(z) = sum_j a_j z^j``, shape ``(degree + 1, degree + 1)``, float64 (the recurrence of :func:`hermite`)."""
-    degree = checks.positive_int("degree", degree, minimum=0)
     monic = torch.zeros(degree + 1, degree + 1, dtype=torch.float64)
     monic[0, 0] = 1.0
     if degree >= 1:
@@ -34,15 +43,13 @@ def hermite_coefficients(degree: int) -> Tensor:
     return monic / norms[:, None]
 
 
-def hermite(z: Tensor, degree: int) -> Tensor:
+@checked
+def hermite(z: Float[Tensor, "*shape"], degree: Degree) -> Float[Tensor, "*shape {degree+1}"]:
     """Normalized Hermite polynomials ``He_0(z), ..., He_degree(z)``, stacked on a new last axis.
 
     The recurrence ``H_{i+1} = z H_i - i H_{i-1}`` gives the monic polynomials; dividing by ``sqrt(i!)`` makes them
     orthonormal under ``N(0, 1)``.
     """
-    if not isinstance(z, Tensor):
-        raise TypeError(f"z must be a torch.Tensor, got {type(z).__name__}")
-    degree = checks.positive_int("degree", degree, minimum=0)
     polys = [torch.ones_like(z)]
     if degree >= 1:
         polys.append(z)
@@ -51,6 +58,7 @@ def hermite(z: Tensor, degree: int) -> Tensor:
     return torch.stack([p / math.sqrt(math.factorial(i)) for i, p in enumerate(polys)], dim=-1)
 
 
+@checked
 @dataclass(frozen=True)
 class SingleIndexTasks:
     """Single-index tasks ``sum_{i=k}^{P} c_i He_i(<x, beta>)`` with ``beta`` in a hidden ``r``-dim subspace.
@@ -60,54 +68,54 @@ class SingleIndexTasks:
     independent ``g_i ~ N(0, 1)``, except ``g_k ~ N(lead_mean, 1)``, so that ``E[c_k] != 0``.
     """
 
-    dim: int
-    subspace_dim: int
-    min_degree: int = 2
-    max_degree: int = 3
-    noise_std: float = 0.0
-    lead_mean: float = 2.0
-    subspace_seed: int = 0
+    dim: Count
+    subspace_dim: Count
+    min_degree: Count = 2
+    max_degree: Degree = 3
+    noise_std: NonNegative = 0.0
+    lead_mean: Real = 2.0
+    subspace_seed: Size = 0
     basis: Tensor = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        dim = checks.positive_int("dim", self.dim)
-        r = checks.positive_int("subspace_dim", self.subspace_dim)
+        dim, r, k = self.dim, self.subspace_dim, self.min_degree
         if r > dim:
             raise ValueError(f"subspace_dim must be <= dim={dim}, got {r}")
-        k = checks.positive_int("min_degree", self.min_degree)
-        if checks.positive_int("max_degree", self.max_degree) < k:
+        if self.max_degree < k:
             raise ValueError(f"max_degree must be >= min_degree={k}, got {self.max_degree}")
-        object.__setattr__(self, "noise_std", checks.nonnegative_float("noise_std", self.noise_std))
-        if checks.real("lead_mean", self.lead_mean) == 0:
+        object.__setattr__(self, "noise_std", float(self.noise_std))
+        if self.lead_mean == 0:
             raise ValueError(f"lead_mean must be a non-zero number (E[c_k] != 0), got {self.lead_mean}")
-        g = torch.Generator().manual_seed(checks.positive_int("subspace_seed", self.subspace_seed, minimum=0))
+        checks.allocation("dim * subspace_dim", dim * r, torch.float64)  # the subspace's basis
+        g = torch.Generator().manual_seed(self.subspace_seed)
         basis, _ = torch.linalg.qr(torch.randn(dim, r, generator=g, dtype=torch.float64))
         object.__setattr__(self, "basis", basis)
 
-    def sample_directions(self, batch: int, generator: torch.Generator) -> Tensor:
+    @property
+    def n_coefficients(self) -> int:
+        """``P - k + 1``, the number of link coefficients ``c_k, ..., c_P``."""
+        return self.max_degree - self.min_degree + 1
+
+    @checked
+    def sample_directions(self, batch: Count, generator: torch.Generator) -> Tensor:
         """``batch`` directions uniform on the unit sphere of ``S``, shape ``(batch, d)``."""
-        batch, generator = checks.positive_int("batch", batch), checks.generator(generator)
+        checks.allocation("batch * dim", batch * self.dim)
         z = torch.randn(batch, self.subspace_dim, generator=generator, device=generator.device)
         z = z / z.norm(dim=1, keepdim=True)
         return z @ self.basis.T.to(generator.device, torch.float32)
 
-    def sample_links(self, batch: int, generator: torch.Generator) -> Tensor:
+    @checked
+    def sample_links(self, batch: Count, generator: torch.Generator) -> Tensor:
         """Coefficients ``c_k, ..., c_P`` of ``batch`` links, shape ``(batch, P - k + 1)``, unit norm."""
-        batch, generator = checks.positive_int("batch", batch), checks.generator(generator)
-        g = torch.randn(batch, self.max_degree - self.min_degree + 1, generator=generator, device=generator.device)
+        checks.allocation("batch * n_coefficients", batch * self.n_coefficients)
+        g = torch.randn(batch, self.n_coefficients, generator=generator, device=generator.device)
         g[:, 0] += self.lead_mean
         return g / g.norm(dim=1, keepdim=True)
 
-    def link(self, z: Tensor, coeffs: Tensor) -> Tensor:
-        """``sum_i c_i He_i(z)`` for ``z`` of shape ``(B, ...)`` and coefficients ``(B, P - k + 1)``."""
-        width = self.max_degree - self.min_degree + 1
-        if not isinstance(z, Tensor) or z.ndim < 1:
-            raise TypeError(f"z must be a tensor of shape (B, ...), got {type(z).__name__}")
-        if not isinstance(coeffs, Tensor) or tuple(coeffs.shape) != (z.shape[0], width):
-            shape = tuple(coeffs.shape) if isinstance(coeffs, Tensor) else type(coeffs).__name__
-            raise ValueError(
-                f"coeffs must have shape ({z.shape[0]}, {width}), one row of c_k..c_P per row of z, got {shape}"
-            )
+    @checked
+    def link(self, z: Float[Tensor, " B *rest"], coeffs: Float[Tensor, "B {self.n_coefficients}"]) -> Tensor:
+        """``sum_i c_i He_i(z)`` for ``z`` of shape ``(B, ...)`` and coefficients ``(B, P - k + 1)``, one row of
+        ``c_k, ..., c_P`` per row of ``z``."""
         he = hermite(z, self.max_degree)[..., self.min_degree :]
         return (he * coeffs.view(coeffs.shape[0], *([1] * (z.ndim - 1)), -1)).sum(-1)
 
@@ -116,9 +124,10 @@ class SingleIndexTasks:
         """``E[c_k]``, the mean of the lowest-degree link coefficient, by Monte Carlo over ``2^22`` links from a fixed
         seed (float64; standard error below ``2e-4``). The higher coefficients have mean zero (``g_i`` is symmetric).
         """
-        return _lead_coefficient_mean(self.max_degree - self.min_degree + 1, self.lead_mean)
+        return _lead_coefficient_mean(self.n_coefficients, self.lead_mean)
 
-    def conditional_mean(self, x: Tensor) -> Tensor:
+    @checked
+    def conditional_mean(self, x: Float[Tensor, "*batch {self.dim}"]) -> Tensor:
         """The prompt-free predictor ``E[y | x]``, averaged over the task (direction and link), shape ``x.shape[:-1]``.
 
         Only ``c_k`` has a non-zero mean, so ``E[y | x] = E[c_k] E_beta[He_k(<x, beta>)]``; for ``beta`` uniform on
@@ -126,10 +135,6 @@ class SingleIndexTasks:
         ``|u|^j E[beta_1^j]`` with ``E[beta_1^(2l)] = (2l - 1)!! / (r (r + 2) ... (r + 2l - 2))`` (odd moments 0). It
         knows the subspace and ignores the prompt: the best a model can do from its weights alone.
         """
-        if not isinstance(x, Tensor):
-            raise TypeError(f"x must be a torch.Tensor of shape (..., {self.dim}), got {type(x).__name__}")
-        if x.ndim < 1 or x.shape[-1] != self.dim:
-            raise ValueError(f"x must be a tensor of shape (..., {self.dim}), got {tuple(x.shape)}")
         s = (x.double() @ self.basis.to(x.device)).square().sum(-1)  # |u|^2
         poly = self._mean_link_in_s()
         return sum(a * s**j for j, a in enumerate(poly.tolist())).to(x.dtype)
@@ -179,21 +184,19 @@ def _lead_coefficient_mean(width: int, lead_mean: float) -> float:
     return total / 2**22
 
 
-def projection_mass(weights: Tensor, basis: Tensor) -> float:
+@checked
+def projection_mass(
+    weights: Annotated[Float[Tensor, "m d"], Finite], basis: Annotated[Float[Tensor, "d r"], Finite]
+) -> float:
     """The fraction ``||W U||_F^2 / ||W||_F^2`` of the rows' squared norm that lies in ``span(U)``."""
     w, u = _weights_and_basis(weights, basis)
     return ((w @ u).square().sum() / w.square().sum()).item()
 
 
-def _weights_and_basis(weights: object, basis: object) -> tuple[Tensor, Tensor]:
-    """``weights`` (m, d), finite and not all zero, and ``basis`` (d, r) with orthonormal columns, as float64."""
-    if not isinstance(weights, Tensor) or weights.ndim != 2:
-        raise ValueError("weights must be a (m, d) tensor")
-    if not isinstance(basis, Tensor) or basis.ndim != 2 or basis.shape[0] != weights.shape[1]:
-        raise ValueError(f"basis must be a (d, r) tensor with d={weights.shape[1]}")
+def _weights_and_basis(weights: Tensor, basis: Tensor) -> tuple[Tensor, Tensor]:
+    """``weights`` (m, d), not all zero, and ``basis`` (d, r) with orthonormal columns (both declared finite), as
+    float64."""
     w, u = weights.detach().double().cpu(), basis.detach().double().cpu()
-    checks.finite("weights", w)
-    checks.finite("basis", u)
     if not bool(w.abs().sum() > 0):
         raise ValueError("weights must not be all zero: the fraction of their norm in span(U) is undefined")
     if not torch.allclose(u.T @ u, torch.eye(u.shape[1], dtype=u.dtype), atol=1e-6):
@@ -201,7 +204,12 @@ def _weights_and_basis(weights: object, basis: object) -> tuple[Tensor, Tensor]:
     return w, u
 
 
-def tasks_to_recover(chunk_gradients: Tensor, tasks_per_chunk: int, basis: Tensor) -> float:
+@checked
+def tasks_to_recover(
+    chunk_gradients: Annotated[Float[Tensor, "K m d"], Pair, Finite],
+    tasks_per_chunk: Count,
+    basis: Annotated[Float[Tensor, "d r"], Finite],
+) -> float:
     """The number of stage-1 tasks at which the gradient's noise outside ``S = span(U)`` matches its signal inside:
     ``T* = tr(P_perp Cov(g_t) P_perp) / ||P_S E g_t||^2``, for ``g_t`` one task's gradient in ``W`` (all neurons
     together).
@@ -215,13 +223,9 @@ def tasks_to_recover(chunk_gradients: Tensor, tasks_per_chunk: int, basis: Tenso
     own part outside ``S``, along each initial row for instance, is not noise and is not counted: it caps the mass
     in ``S`` below one at any ``T``.)
     """
-    if not isinstance(chunk_gradients, Tensor) or chunk_gradients.ndim != 3 or chunk_gradients.shape[0] < 2:
-        raise ValueError("chunk_gradients must be a tensor of shape (K, m, d) with K >= 2 chunks")
-    tasks_per_chunk = checks.positive_int("tasks_per_chunk", tasks_per_chunk)
     k = chunk_gradients.shape[0]
     _, u = _weights_and_basis(chunk_gradients[0], basis)
     g = chunk_gradients.detach().double().cpu()
-    checks.finite("chunk_gradients", g)
     inside = g @ u  # (K, m, r)
     total = inside.sum(0)
     signal = (total.square().sum() - inside.square().sum()) / (k * (k - 1))
@@ -232,7 +236,10 @@ def tasks_to_recover(chunk_gradients: Tensor, tasks_per_chunk: int, basis: Tenso
     return float(noise / signal)
 
 
-def principal_angles(weights: Tensor, basis: Tensor) -> Tensor:
+@checked
+def principal_angles(
+    weights: Annotated[Float[Tensor, "m d"], Finite], basis: Annotated[Float[Tensor, "d r"], Finite]
+) -> Tensor:
     """Principal angles (radians) between ``S = span(U)`` and the top-``r`` right singular space of ``W``."""
     w, u = _weights_and_basis(weights, basis)
     r = u.shape[1]

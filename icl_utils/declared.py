@@ -1,0 +1,222 @@
+"""Declared argument checks: the types a public function's annotations declare, and :func:`checked`, which checks
+every call against them.
+
+jaxtyping checks the dtypes and shapes of tensors (``Float[Tensor, "B n d"]``: one size per axis name across the
+arguments; ``Float`` refuses complex and integer tensors), beartype the types and the value constraints declared
+below (:data:`Count`, :data:`Positive`, ...; the limits of :mod:`icl_utils.config` among them). The errors are made
+from the declarations: "``name`` must be <constraint>, got <value>" (a ValueError) or "``name`` must be <kind>, got
+<type>" (a TypeError). :mod:`icl_utils.checks` re-exports all of it, beside the checks no annotation says."""
+
+from __future__ import annotations
+
+import collections.abc
+import functools
+import inspect
+import math
+import numbers
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable
+from typing import Annotated, TypeVar
+
+import numpy as np
+import torch
+from beartype import BeartypeConf, beartype
+from beartype.door import is_bearable
+from beartype.vale import Is
+from jaxtyping import AbstractArray, TypeCheckError, jaxtyped
+from torch import Tensor
+
+from icl_utils import config
+
+_CONF = BeartypeConf(is_pep484_tower=True)  # an int where a float is declared, as Python's numbers do
+
+# --- declared checks -------------------------------------------------------------------------------------------
+# The constraints read in an error message as they are written here (beartype shows a validator's source).
+#: an int >= 1 (steps, prompts, widths); an int >= 0 (context lengths, indices)
+Count = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 1]]
+Size = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 0]]
+#: counts that set how long a call runs, refused above :mod:`icl_utils.config`'s limits
+Steps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_STEPS]]
+Draws = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_DRAWS]]
+Reps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_REPS]]
+#: draws of which a spread is computed (a standard error needs two)
+Samples = Annotated[int, Is[lambda v: not isinstance(v, bool) and 2 <= v <= config.MAX_DRAWS]]
+#: finite real numbers (an int is taken where a float is declared): > 0, >= 0, any, in [0, 1], in (0, 1)
+Positive = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v < math.inf]]
+NonNegative = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v < math.inf]]
+Real = Annotated[float, Is[lambda v: not isinstance(v, bool) and math.isfinite(v)]]
+Probability = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <= 1]]
+Fraction = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v < 1]]
+#: a rate in [0, 1) (dropout)
+Rate = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v < 1]]
+#: a non-empty tuple or list of such numbers, every item checked (beartype checks one random item of a container)
+Counts = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Count) for x in v)]]
+Positives = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Positive, conf=_CONF) for x in v)]]
+Reals = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Real, conf=_CONF) for x in v)]]
+#: a tensor with at least one entry along its first axis (a batch of at least one)
+NonEmpty = Is[lambda t: len(t) > 0]
+#: a tensor with at least two entries along its first axis (a spread over them)
+Pair = Is[lambda t: len(t) >= 2]
+#: a tensor without NaN or infinite values (one pass over it, and a host sync on a GPU)
+Finite = Is[lambda t: bool(torch.isfinite(t).all())]
+
+_TYPECHECK = beartype(conf=_CONF)
+F = TypeVar("F", bound=Callable)
+# (the kind of value, the constraint on it), as the error messages put them
+_DESCRIBED = {
+    Count: ("an int", ">= 1"),
+    Size: ("an int", ">= 0"),
+    Steps: ("an int", f"in [1, {config.MAX_STEPS:.0e}] (config.MAX_STEPS)"),
+    Draws: ("an int", f"in [1, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)"),
+    Reps: ("an int", f"in [1, {config.MAX_REPS:.0e}] (config.MAX_REPS)"),
+    Samples: ("an int", f"in [2, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)"),
+    Positive: ("a real number", "> 0 and finite"),
+    NonNegative: ("a real number", ">= 0 and finite"),
+    Real: ("a real number", "finite"),
+    Probability: ("a real number", "in [0, 1]"),
+    Fraction: ("a real number", "in (0, 1)"),
+    Rate: ("a real number", "in [0, 1)"),
+    Counts: ("a tuple or list", "a non-empty tuple or list of ints >= 1"),
+    Positives: ("a tuple or list", "a non-empty tuple or list of numbers > 0 and finite"),
+    Reals: ("a tuple or list", "a non-empty tuple or list of finite numbers"),
+}
+
+
+def _options(hint: object) -> list:
+    """The alternatives of a union, each keeping the constraints declared on the whole."""
+    if hint in _DESCRIBED:
+        return [hint]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return [o for a in typing.get_args(hint) for o in _options(a)]
+    if typing.get_origin(hint) is Annotated and len(inner := _options(typing.get_args(hint)[0])) > 1:
+        return [Annotated[(o, *hint.__metadata__)] for o in inner]
+    return [hint]
+
+
+_CONTAINERS = {
+    collections.abc.Callable: "a callable",
+    dict: "a dict",
+    collections.abc.Mapping: "a mapping",
+    collections.abc.Sequence: "a sequence",
+    list: "a list",
+    tuple: "a tuple",
+    np.ndarray: "a numpy array",
+}
+
+
+def describe(hint: object, words: tuple[str, str]) -> None:
+    """Give a declared type defined elsewhere (``checks.Task``) its words: the kind of value and the constraint."""
+    _DESCRIBED[hint] = words
+
+
+def _words(hint: object) -> tuple[str, str]:
+    """A declared type in words: the kind of value it takes and the constraint on it."""
+    if hint in _DESCRIBED:
+        return _DESCRIBED[hint]
+    if hint is None or hint is type(None):
+        return "None", "None"
+    if typing.get_origin(hint) is Annotated:
+        kind, constraint = _words(typing.get_args(hint)[0])
+        extra = {id(Finite): "with finite values", id(NonEmpty): "not empty", id(Pair): "with at least two rows"}
+        # a validator declared elsewhere and not described (describe()) is shown as its source
+        said = [extra.get(id(m), "satisfying " + repr(m).removeprefix("beartype.vale.")) for m in hint.__metadata__]
+        return kind, ", ".join([constraint, *said])
+    if isinstance(hint, type) and issubclass(hint, AbstractArray):
+        dtype = {"Float": "a float", "Int": "an integer", "Bool": "a boolean"}.get(hint.dtype.__name__, "a")
+        dims = ", ".join(str(d) for d in hint.dim_str.split()) + ("," if len(hint.dims) == 1 else "")
+        return "a torch.Tensor", f"{dtype} tensor of shape ({dims})"
+    if typing.get_origin(hint) is typing.Literal:
+        name = " or ".join(repr(a) for a in typing.get_args(hint))
+        return name, name
+    if hint is bool:
+        return "True or False", "True or False"
+    if hint is float:
+        return "a real number", "a real number"
+    if (typing.get_origin(hint) or hint) in _CONTAINERS:
+        name = _CONTAINERS[typing.get_origin(hint) or hint]
+        return name, name
+    if isinstance(hint, type):
+        name = hint.__qualname__
+        if hint.__module__.startswith("icl_utils"):  # icl_utils.Prompt, the rest by their names
+            exported = getattr(sys.modules.get("icl_utils"), name, None) is hint
+            name = f"icl_utils.{name}" if exported else name
+        elif hint.__module__.startswith("torch"):
+            name = "torch.nn.Module" if hint is torch.nn.Module else f"torch.{name}"
+        name = f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
+        return name, name
+    name = str(hint).replace("typing.", "")
+    return name, name
+
+
+def _of_kind(value: object, hint: object) -> bool:
+    """Whether ``value`` is of the kind ``hint`` takes (a number for a number, a tensor for a tensor), whatever its
+    constraint."""
+    while typing.get_origin(hint) is Annotated:
+        hint = typing.get_args(hint)[0]
+    if isinstance(hint, type) and issubclass(hint, AbstractArray):
+        return isinstance(value, Tensor)
+    if hint is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if len(options := _options(hint)) > 1:
+        return any(_of_kind(value, o) for o in options)
+    if typing.get_origin(hint) is typing.Literal:  # a value of the literals' type, but not one of them
+        return any(type(value) is type(a) for a in typing.get_args(hint))
+    kind = typing.get_origin(hint) or hint
+    return isinstance(kind, type) and isinstance(value, kind)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, Tensor):
+        return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"
+    text = repr(value)
+    return text if len(text) <= 80 else f"a {type(value).__name__}"
+
+
+def refusal(name: str, hint: object, value: object) -> TypeError | ValueError:
+    """The error for ``value`` given as ``name``, declared ``hint``: a ValueError with the constraint when the value
+    is of the declared kind (a negative number where a positive one is declared), else a TypeError with the kind."""
+    options = _options(hint)
+    matching = [o for o in options if _of_kind(value, o)]
+    if matching:
+        wanted = " or ".join(dict.fromkeys(_words(o)[1] for o in matching))
+        return ValueError(f"{name} must be {wanted}, got {_shown(value)}")
+    wanted = " or ".join(dict.fromkeys(_words(o)[0] for o in options))
+    return TypeError(f"{name} must be {wanted}, got {type(value).__name__}")
+
+
+def checked(fn: F) -> F:
+    """``fn`` (a function, or a class whose ``__init__`` is checked), its arguments (and result) checked on every
+    call against its annotations: jaxtyping's dtypes and
+    shapes, beartype's types and validators. A bad argument raises the error of :func:`refusal`, "``name`` must be
+    ..., got ...", with the sizes that other arguments gave the tensor axes. NumPy scalars are taken as the Python
+    numbers they hold, everywhere."""
+    if isinstance(fn, type):  # a class (a dataclass): its __init__ checked against the fields' types
+        fn.__init__ = checked(fn.__init__)
+        return fn
+    typed = jaxtyped(typechecker=_TYPECHECK)(fn)
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        args = [a.item() if isinstance(a, np.generic) else a for a in args]
+        kwargs = {k: v.item() if isinstance(v, np.generic) else v for k, v in kwargs.items()}
+        try:
+            return typed(*args, **kwargs)
+        except TypeCheckError as err:
+            found = re.search(r"typechecking parameter '(\w+)'", str(err))
+            if not found or "checking the parameters of" not in str(err):
+                raise
+            name = found.group(1)
+            value = signature.bind(*args, **kwargs).arguments[name]
+            error = refusal(name, typing.get_type_hints(fn, include_extras=True)[name], value)
+            axes = re.findall(r"^(\w+)=(\d+)$", str(err).split("axis annotation are as follows.")[-1], re.M)
+            if axes and isinstance(value, Tensor):  # the sizes the other arguments fixed
+                error.args = (f"{error.args[0]} (axes so far: {', '.join(f'{k}={v}' for k, v in axes)})",)
+            raise error from None
+
+    return call
