@@ -6,7 +6,9 @@ arguments when it belongs to
 - an ``if`` statement whose body only raises ``ValueError``/``TypeError`` (its test and its message),
 - a statement whose value is a call of a ``checks.`` helper (``n = checks.positive_int("n", n)``),
 - a ``raise ValueError``/``raise TypeError`` statement elsewhere (a hand-written refusal), or
-- a decorator that declares checks (``@checked``, ``@jaxtyped``).
+- a decorator that declares checks (``@checked``, ``@jaxtyped``),
+- a module-level declared type (``Grid = Annotated[..., Is[...]]``, ``describe(...)``) or a function a validator
+  calls (``Is[_grid]``).
 
 Annotations are not counted: a parameter is declared whether or not its type is checked.
 
@@ -21,6 +23,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 REFUSALS = {"ValueError", "TypeError"}
 DECLARING = {"checked", "jaxtyped", "beartype"}
+#: a module-level statement that uses one of these declares a check: an alias ``Grid = Annotated[..., Is[...]]``,
+#: its description (``describe``)
+DECLARING_CALLS = {"Is", "describe", "_declared"}
+
+
+def _names(node: ast.AST) -> set[str]:
+    """The names and attribute names that occur in ``node``."""
+    return {
+        n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
+    }
 
 
 def _raises_refusal(node: ast.stmt) -> bool:
@@ -63,13 +75,31 @@ def count(path: Path) -> tuple[int, int]:
     if path.name in ("checks.py", "declared.py"):
         return len(code), len(code)
     checking: set[int] = set()
+    validators = {  # functions a declared check calls: Is[_grid], Is[lambda v: _grid(v, 0)]
+        n.id
+        for sub in ast.walk(tree)
+        if isinstance(sub, ast.Subscript) and _names(sub.value) & {"Is"}
+        for n in ast.walk(sub.slice)
+        if isinstance(n, ast.Name)
+    }
     for node in ast.walk(tree):
         refuses = isinstance(node, ast.If) and all(_raises_refusal(s) for s in node.body) and not node.orelse
-        if refuses or _raises_refusal(node) or (isinstance(node, ast.stmt) and _calls_checks(node)):
+        declares = (
+            node in tree.body
+            and isinstance(node, (ast.Assign, ast.AnnAssign, ast.Expr))
+            and (_names(node) & DECLARING_CALLS)
+        )
+        validator = isinstance(node, ast.FunctionDef) and node in tree.body and node.name in validators
+        if (
+            refuses
+            or declares
+            or validator
+            or _raises_refusal(node)
+            or (isinstance(node, ast.stmt) and _calls_checks(node))
+        ):
             checking.update(range(node.lineno, node.end_lineno + 1))
         for dec in getattr(node, "decorator_list", []):
-            name = dec.func if isinstance(dec, ast.Call) else dec
-            if (name.attr if isinstance(name, ast.Attribute) else getattr(name, "id", "")) in DECLARING:
+            if _names(dec) & DECLARING:
                 checking.update(range(dec.lineno, dec.end_lineno + 1))
     return len(code), len(checking & code)
 

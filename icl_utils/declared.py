@@ -10,6 +10,7 @@ from the declarations: "``name`` must be <constraint>, got <value>" (a ValueErro
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import functools
 import inspect
 import math
@@ -112,21 +113,24 @@ def describe(hint: object, words: tuple[str, str]) -> None:
     _DESCRIBED[hint] = words
 
 
-def _words(hint: object) -> tuple[str, str]:
+def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
     """A declared type in words: the kind of value it takes and the constraint on it."""
     if hint in _DESCRIBED:
         return _DESCRIBED[hint]
     if hint is None or hint is type(None):
         return "None", "None"
     if typing.get_origin(hint) is Annotated:
-        kind, constraint = _words(typing.get_args(hint)[0])
+        kind, constraint = _words(typing.get_args(hint)[0], arguments)
         extra = {id(Finite): "with finite values", id(NonEmpty): "not empty", id(Pair): "with at least two rows"}
         # a validator declared elsewhere and not described (describe()) is shown as its source
         said = [extra.get(id(m), "satisfying " + repr(m).removeprefix("beartype.vale.")) for m in hint.__metadata__]
         return kind, ", ".join([constraint, *said])
     if isinstance(hint, type) and issubclass(hint, AbstractArray):
         dtype = {"Float": "a float", "Int": "an integer", "Bool": "a boolean"}.get(hint.dtype.__name__, "a")
-        dims = ", ".join(str(d) for d in hint.dim_str.split()) + ("," if len(hint.dims) == 1 else "")
+        dim_str = hint.dim_str
+        with contextlib.suppress(KeyError, AttributeError, IndexError, ValueError):  # axes given by arguments
+            dim_str = dim_str.format(**(arguments or {}))  # ("{dim}", "{self.dim}"), as jaxtyping reads them
+        dims = ", ".join(dim_str.split()) + ("," if len(hint.dims) == 1 else "")
         return "a torch.Tensor", f"{dtype} tensor of shape ({dims})"
     if typing.get_origin(hint) is typing.Literal:
         name = " or ".join(repr(a) for a in typing.get_args(hint))
@@ -177,13 +181,13 @@ def _shown(value: object) -> str:
     return text if len(text) <= 80 else f"a {type(value).__name__}"
 
 
-def refusal(name: str, hint: object, value: object) -> TypeError | ValueError:
+def refusal(name: str, hint: object, value: object, arguments: dict | None = None) -> TypeError | ValueError:
     """The error for ``value`` given as ``name``, declared ``hint``: a ValueError with the constraint when the value
     is of the declared kind (a negative number where a positive one is declared), else a TypeError with the kind."""
     options = _options(hint)
     matching = [o for o in options if _of_kind(value, o)]
     if matching:
-        wanted = " or ".join(dict.fromkeys(_words(o)[1] for o in matching))
+        wanted = " or ".join(dict.fromkeys(_words(o, arguments)[1] for o in matching))
         return ValueError(f"{name} must be {wanted}, got {_shown(value)}")
     wanted = " or ".join(dict.fromkeys(_words(o)[0] for o in options))
     return TypeError(f"{name} must be {wanted}, got {type(value).__name__}")
@@ -212,10 +216,10 @@ def checked(fn: F) -> F:
             if not found or "checking the parameters of" not in str(err):
                 raise
             name = found.group(1)
-            value = signature.bind(*args, **kwargs).arguments[name]
-            error = refusal(name, typing.get_type_hints(fn, include_extras=True)[name], value)
+            arguments = signature.bind(*args, **kwargs).arguments
+            error = refusal(name, typing.get_type_hints(fn, include_extras=True)[name], arguments[name], arguments)
             axes = re.findall(r"^(\w+)=(\d+)$", str(err).split("axis annotation are as follows.")[-1], re.M)
-            if axes and isinstance(value, Tensor):  # the sizes the other arguments fixed
+            if axes and isinstance(arguments[name], Tensor):  # the sizes the other arguments fixed
                 error.args = (f"{error.args[0]} (axes so far: {', '.join(f'{k}={v}' for k, v in axes)})",)
             raise error from None
 

@@ -484,7 +484,7 @@ case("gd_beta_from_ltb of an LSA", "an LSA has no MLP", lambda: gd_beta_from_ltb
 case("attention_mask n 0", "n must be >= 1", lambda: attention_mask(0))
 case(
     "attention_mask dtype a string",
-    "dtype must be a floating-point torch.dtype",
+    "dtype must be a torch.dtype",
     lambda: attention_mask(3, dtype="float32"),
 )
 case("FeatureAttention width 0", "width must be >= 1", lambda: FeatureAttention(2, 0, generator=gen()))
@@ -1056,6 +1056,26 @@ case(
     "gd_beta.gd_beta_hessian complex beta0",
     "beta0 must be a float tensor",
     lambda: gd_beta.gd_beta_hessian(LR, 4, torch.zeros(2, dtype=torch.complex64), torch.eye(2)),
+)
+case(
+    "mf.gp_perturbation integer particles",  # the displacements were cut to integers: all zero
+    "particles must be a float tensor",
+    lambda: mf.gp_perturbation(torch.arange(12).reshape(4, 3), gen(), 0.1, 1.0),
+)
+case(
+    "sa.convergence_steps complex loss_k",  # numpy compares complex numbers by their real parts
+    "loss_k must hold real numbers",
+    lambda: sa.convergence_steps(np.arange(3), np.full((3, 2), 0.001 + 1j), 0.1),
+)
+case(
+    "sa.fit_bound complex times",  # cut to the real part, with a ComplexWarning
+    "times must hold real numbers",
+    lambda: sa.fit_bound(np.array([10.0 + 1j, 20.0]), np.array([4.0, 8.0]), 0.1, 1.0),
+)
+case(
+    "gd_beta.gd_beta_flow complex gamma",
+    "gamma must be a float tensor",
+    lambda: gd_beta.gd_beta_flow(LR, 4, {"beta0": torch.zeros(2), "gamma": torch.eye(2) * 1j}, steps=1, lr=0.1),
 )
 
 # --- exact risks -----------------------------------------------------------------------------------------------

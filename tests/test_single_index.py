@@ -232,7 +232,7 @@ def test_subspace_fit_needs_a_task_with_a_basis_and_checks_before_changing_the_m
         subspace_fit(model, LinearRegression(dim=4), stage2_tasks=8, stage2_n=4, lam=1e-3, generator=gen)
     with pytest.raises(ValueError, match="lam"):
         subspace_fit(model, SingleIndexTasks(dim=4, subspace_dim=2), stage2_tasks=8, stage2_n=4, lam=0.0, generator=gen)
-    with pytest.raises(ValueError, match="basis"):  # a basis of another dimension
+    with pytest.raises(ValueError, match="task.dim=5"):  # a task (and basis) of another dimension
         subspace_fit(
             model, SingleIndexTasks(dim=5, subspace_dim=2), stage2_tasks=8, stage2_n=4, lam=1e-3, generator=gen
         )

@@ -180,17 +180,27 @@ def _first_steps(steps: np.ndarray, events: np.ndarray) -> np.ndarray:
     return np.where(first >= 0, steps[first].astype(float), np.inf)
 
 
+def _reals(name: str, value: object) -> np.ndarray:
+    """``value`` as a numpy array of real numbers (ints or floats), or a TypeError naming it: numpy would cut a
+    complex value to its real part, and compares complex values by their real parts first."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold real numbers, got {array.dtype}")
+    return array
+
+
 def _history_arrays(steps: object, **arrays: object) -> tuple[np.ndarray, ...]:
-    """``steps`` and the recorded ``arrays`` as numpy arrays, checked to have one row per recorded step."""
-    steps = np.asarray(steps)
+    """``steps`` and the recorded ``arrays`` as numpy arrays of real numbers, checked to have one row per recorded
+    step."""
+    steps = _reals("steps", steps)
     if steps.ndim != 1 or len(steps) == 0:
         raise ValueError(f"steps must be a non-empty 1-D array of recorded steps, got shape {steps.shape}")
     out = [steps]
     for name, value in arrays.items():
-        value = np.asarray(value)
+        value = _reals(name, value)
         if value.ndim < 1 or value.shape[0] != len(steps):
             raise ValueError(f"{name} must have one row per recorded step ({len(steps)}), got shape {value.shape}")
-        if not np.issubdtype(value.dtype, np.number) or np.isnan(value).any():  # NaN <= eps is False: "never"
+        if np.isnan(value).any():  # NaN <= eps is False: "never"
             raise ValueError(f"{name} must be numbers without NaN (a diverged run has no convergence step)")
         out.append(value)
     return tuple(out)
@@ -239,10 +249,12 @@ def phase_boundaries(
 
 
 @checked
-def bound_terms(n_features: np.ndarray | float, eps: np.ndarray | float, lr: Positive) -> tuple[np.ndarray, np.ndarray]:
+def bound_terms(
+    n_features: np.ndarray | float, eps: np.ndarray | float, lr: Positive
+) -> tuple[np.ndarray | float, np.ndarray | float]:
     """The two terms of the bound on ``T_k`` (broadcast over ``n_features`` and ``eps``): ``K^2 log K / eta`` and
-    ``K log(K eps^(-1/2)) / (eps eta)``."""
-    k, eps = np.asarray(n_features, dtype=float), np.asarray(eps, dtype=float)
+    ``K log(K eps^(-1/2)) / (eps eta)``; numbers for numbers."""
+    k, eps = _reals("n_features", n_features).astype(float), _reals("eps", eps).astype(float)
     if not (np.all(np.isfinite(k)) and np.all(k >= 2)) or not (np.all(eps > 0) and np.all(eps < 1)):
         raise ValueError("n_features must be at least 2 and eps in (0, 1)")
     return k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
@@ -260,7 +272,7 @@ def fit_bound(
     """Non-negative constants ``(a, b)`` of ``T ~ a K^2 log K / eta + b K log(K eps^(-1/2)) / (eps eta)`` by least
     squares on the relative error ``1 - bound / T`` over the points given (same shapes, finite ``times``).
     ``eps_term_only`` fits ``b`` alone, with ``a = 0``: the bound without its first term."""
-    times = np.asarray(times, dtype=float)
+    times = _reals("times", times).astype(float)
     if times.size < 2 or not np.all(np.isfinite(times)) or np.any(times <= 0):
         raise ValueError("times must hold at least two finite positive convergence times")
     for name, value in (("n_features", n_features), ("eps", eps)):
@@ -393,7 +405,7 @@ def doubling_increments(n_features: Counts | np.ndarray, times: np.ndarray) -> n
     power of ``K`` more than 1; a seed whose first increment is not positive gives 0 if its last is not either (no
     growth), else ``inf``."""
     ks = _increasing_ks(n_features)
-    times = np.asarray(times, dtype=float)
+    times = _reals("times", times).astype(float)
     if times.ndim != 2 or times.shape[0] != len(ks):
         raise ValueError(f"times must have shape (len(n_features), seeds) = ({len(ks)}, S), got {times.shape}")
     if not np.isfinite(times).all():  # inf - inf would read as "no growth"

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from icl_utils import checks
+from icl_utils.checks import Count, checked
 from icl_utils.prompts import Prompt
 
 
@@ -27,9 +28,10 @@ class QueryModel(nn.Module):
     """A model whose ``forward(prompt)`` is the prediction at the query, shape ``(B,)``, from ``n >= 1`` examples
     in ``dim`` dimensions."""
 
-    def __init__(self, dim: int):
+    @checked
+    def __init__(self, dim: Count):
         super().__init__()
-        self.dim = checks.positive_int("dim", dim)
+        self.dim = dim
 
     def _check(self, prompt: object) -> Prompt:
         """The checks of a forward pass; its values are checked by :meth:`predict` (a training step must not sync)."""

@@ -10,13 +10,14 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from icl_utils import checks, config
+from icl_utils.checks import Count, Counts, NonNegative, Positive, Task, checked
 from icl_utils.models.base import QueryModel
 from icl_utils.prompts import Prompt, TaskFamily
 
@@ -50,12 +51,12 @@ class FeatureAttention(AttentionOnFeatures):
     weights in the hidden subspace). :func:`two_stage_fit` pretrains it as the paper does.
     """
 
+    @checked
     def __init__(
-        self, dim: int, width: int, generator: torch.Generator | None = None, gamma_scale: float | None = None
+        self, dim: Count, width: Count, generator: torch.Generator | None = None, gamma_scale: NonNegative | None = None
     ):
         super().__init__(dim)
-        width = checks.positive_int("width", width)
-        gamma_scale = 1.0 / width if gamma_scale is None else checks.nonnegative_float("gamma_scale", gamma_scale)
+        gamma_scale = 1.0 / width if gamma_scale is None else float(gamma_scale)
         g = generator if generator is not None else torch.Generator().manual_seed(0)
         if not isinstance(g, torch.Generator) or g.device.type != "cpu":
             raise TypeError("generator must be a CPU torch.Generator (parameters are drawn on the CPU)")
@@ -79,17 +80,16 @@ class MLPAttention(AttentionOnFeatures):
     ``U[-input_scale, input_scale]``: on inputs in ``[0, 1]`` the default gives features too smooth to learn the
     higher harmonics of a Fourier basis (chapter 1 uses scale 10)."""
 
-    def __init__(self, dim: int, n_features: int, *, hidden: int = 64, depth: int = 2, input_scale: float = 1.0):
+    @checked
+    def __init__(
+        self, dim: Count, n_features: Count, *, hidden: Count = 64, depth: Count = 2, input_scale: Positive = 1.0
+    ):
         super().__init__(dim)
-        n_features = checks.positive_int("n_features", n_features)
-        hidden = checks.positive_int("hidden", hidden)
-        depth = checks.positive_int("depth", depth)
         layers: list[nn.Module] = []
         width = dim
         for _ in range(depth):
             layers += [nn.Linear(width, hidden), nn.GELU()]
             width = hidden
-        input_scale = checks.nonnegative_float("input_scale", input_scale, strict=True)
         self.phi = nn.Sequential(*layers, nn.Linear(width, n_features))
         with torch.no_grad():
             self.phi[0].weight.mul_(input_scale)
@@ -120,16 +120,17 @@ class FixedFeatureAttention(AttentionOnFeatures):
         return out.to(self.gamma.dtype)
 
 
+@checked
 def one_step_feature_update(
     model: nn.Module,
-    task: TaskFamily,
+    task: Task,
     *,
-    n_tasks: int,
-    n: int,
-    lr: float,
-    weight_decay: float,
+    n_tasks: Count,
+    n: Count,
+    lr: Positive,
+    weight_decay: NonNegative,
     generator: torch.Generator,
-    chunk_size: int | None = None,
+    chunk_size: Count | None = None,
 ) -> None:
     """Stage 1 of Oko et al. (2024): one gradient step on the first-layer weights ``W`` of a
     :class:`FeatureAttention`, in place,
@@ -139,21 +140,20 @@ def one_step_feature_update(
     over ``n_tasks`` fresh prompts of ``n`` examples (the gradient of :func:`stage_one_gradients`). With
     ``lr * weight_decay = 1`` the initial ``W`` cancels and the step keeps the gradient alone.
     """
-    lr = checks.nonnegative_float("lr", lr, strict=True)
-    weight_decay = checks.nonnegative_float("weight_decay", weight_decay)
     (grad,) = stage_one_gradients(model, task, n_tasks=(n_tasks,), n=n, generator=generator, chunk_size=chunk_size)
     with torch.no_grad():
         model.W -= lr * (grad + weight_decay * model.W)
 
 
+@checked
 def stage_one_gradients(
-    model: nn.Module,
-    task: TaskFamily,
+    model: FeatureAttention,
+    task: Task,
     *,
-    n_tasks: Sequence[int],
-    n: int,
+    n_tasks: Counts,
+    n: Count,
     generator: torch.Generator,
-    chunk_size: int | None = None,
+    chunk_size: Count | None = None,
 ) -> list[Tensor]:
     """The gradient in ``W`` of the empirical ICL loss ``(1/T1) sum_t (y_q,t - f(X_t, Y_t, x_q,t))^2`` of a
     :class:`FeatureAttention` at its current weights, over the first ``T1`` of one stream of prompts of ``n``
@@ -161,17 +161,11 @@ def stage_one_gradients(
     its largest. Prompts are drawn ``chunk_size`` at a time (default: as many as hold
     :data:`~icl_utils.config.CHUNK_ELEMENTS` feature values). The model is not changed.
     """
-    n_tasks = [checks.positive_int("n_tasks", t) for t in checks.sequence("n_tasks", n_tasks)]
     if any(a >= b for a, b in itertools.pairwise(n_tasks)):
         raise ValueError(f"n_tasks must increase, got {n_tasks}")
-    n = checks.positive_int("n", n)
-    if not isinstance(model, FeatureAttention):
-        raise TypeError(f"model must be a FeatureAttention, got {type(model).__name__}")
     _reads(model, task, generator)
     chunk_size = (
-        config.prompts_per_chunk((n + 1) * (model.W.shape[0] + model.dim))
-        if chunk_size is None
-        else checks.positive_int("chunk_size", chunk_size)
+        config.prompts_per_chunk((n + 1) * (model.W.shape[0] + model.dim)) if chunk_size is None else chunk_size
     )
     total, done, out = torch.zeros_like(model.W), 0, []
     for target in n_tasks:
@@ -186,10 +180,9 @@ def stage_one_gradients(
     return out
 
 
-def _reads(model: AttentionOnFeatures, task: object, generator: object) -> None:
-    """Check that ``model`` can read the prompts of ``task`` drawn with ``generator``, before any is drawn."""
-    checks.task_family(task)
-    checks.generator(generator)
+def _reads(model: AttentionOnFeatures, task: TaskFamily, generator: torch.Generator) -> None:
+    """Check that ``model`` can read the prompts of ``task`` drawn with ``generator``, before any is drawn (their
+    types are declared by the callers)."""
     if task.dim != model.dim:
         raise ValueError(f"the model reads dim={model.dim}, but task.dim={task.dim}")
     checks.prompt_fits(torch.empty(0, device=generator.device), model)
@@ -208,8 +201,9 @@ def _spd_solve(gram: Tensor, ridge: float, rhs: Tensor) -> Tensor:
     raise ValueError(f"the ridge system is not numerically positive definite; raise lam (got {ridge:g} after scaling)")
 
 
+@checked
 def fit_attention_ridge(
-    model: nn.Module, task: TaskFamily, *, n_tasks: int, n: int, lam: float, generator: torch.Generator
+    model: AttentionOnFeatures, task: Task, *, n_tasks: Count, n: Count, lam: Positive, generator: torch.Generator
 ) -> None:
     """Stage 2 of Oko et al. (2024): set ``Gamma`` of a feature-attention model, in place, to the ridge solution
 
@@ -219,23 +213,17 @@ def fit_attention_ridge(
     ridge regression on the features ``vec(a_t f_t^T)``; it is solved in the primal (``m^2`` unknowns) or in the
     kernel form ``K = (A A^T) * (F F^T)``, whichever system is smaller, in float64.
     """
-    n_tasks = checks.positive_int("n_tasks", n_tasks)
-    n = checks.positive_int("n", n)
-    lam = checks.nonnegative_float("lam", lam, strict=True)
-    if not isinstance(model, AttentionOnFeatures):
-        raise TypeError(f"model must be linear attention on features (AttentionOnFeatures), got {type(model).__name__}")
     _reads(model, task, generator)
     fit_gamma(model, task.sample(n_tasks, n, generator), lam=lam)
 
 
-def fit_gamma(model: nn.Module, prompt: Prompt, *, lam: float) -> None:
+@checked
+def fit_gamma(model: AttentionOnFeatures, prompt: Prompt, *, lam: Positive) -> None:
     """Set ``Gamma`` of a feature-attention model, in place, to the minimizer of the empirical ICL risk on the
     given prompts plus ``lam ||Gamma||_F^2`` (the solver of :func:`fit_attention_ridge`, on a fixed pretraining set
     such as a :class:`~icl_utils.tasks.pool.PromptPool`'s prompts). With ``lam`` small and fewer prompts than the
     ``m^2`` entries of ``Gamma``, it interpolates them."""
-    lam = checks.nonnegative_float("lam", lam, strict=True)
-    if not isinstance(model, AttentionOnFeatures):
-        raise TypeError(f"model must be linear attention on features (AttentionOnFeatures), got {type(model).__name__}")
+    lam = float(lam)
     prompt = checks.prompt(prompt)
     if prompt.dim != model.dim:
         raise ValueError(f"the model reads dim={model.dim}, but the prompts have dim={prompt.dim}")
@@ -264,29 +252,25 @@ def fit_gamma(model: nn.Module, prompt: Prompt, *, lam: float) -> None:
         model.gamma.copy_(gamma.to(model.gamma.dtype))
 
 
+@checked
 def two_stage_fit(
     model: FeatureAttention,
-    task: TaskFamily,
+    task: Task,
     *,
-    stage1_tasks: int,
-    stage1_n: int,
-    stage2_tasks: int,
-    stage2_n: int,
-    lam: float,
+    stage1_tasks: Count,
+    stage1_n: Count,
+    stage2_tasks: Count,
+    stage2_n: Count,
+    lam: Positive,
     generator: torch.Generator,
-    bias_range: float = 1.0,
+    bias_range: Positive = 1.0,
 ) -> None:
     """Oko et al.'s (2024) pretraining, in place: stage 1 (:func:`one_step_feature_update` with ``lr = weight_decay
     = 1``, so the step keeps the gradient alone) on ``stage1_tasks`` prompts of ``stage1_n`` examples; then rows of
     ``W`` rescaled to mean length one (the step size that does so) and biases redrawn from
     ``U[-bias_range, bias_range]``; then stage 2 (:func:`fit_attention_ridge`) on ``stage2_tasks`` prompts of
     ``stage2_n`` examples with penalty ``lam``."""
-    # Every argument is checked before stage 1 changes the model.
-    _stage_two_args(
-        model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator, bias_range=bias_range
-    )
-    for name, value in (("stage1_tasks", stage1_tasks), ("stage1_n", stage1_n)):
-        checks.positive_int(name, value)
+    _reads(model, task, generator)  # before stage 1 changes the model
     one_step_feature_update(
         model, task, n_tasks=stage1_tasks, n=stage1_n, lr=1.0, weight_decay=1.0, generator=generator
     )
@@ -295,15 +279,16 @@ def two_stage_fit(
     )
 
 
+@checked
 def subspace_fit(
     model: FeatureAttention,
-    task: TaskFamily,
+    task: Task,
     *,
-    stage2_tasks: int,
-    stage2_n: int,
-    lam: float,
+    stage2_tasks: Count,
+    stage2_n: Count,
+    lam: Positive,
     generator: torch.Generator,
-    bias_range: float = 1.0,
+    bias_range: Positive = 1.0,
 ) -> None:
     """The reference for :func:`two_stage_fit`, in place: stage 1 replaced by a perfect one, the rows of ``W``
     projected onto the task's hidden subspace (``task.basis``, ``d x r`` orthonormal), then the same rescaling,
@@ -316,7 +301,7 @@ def subspace_fit(
         "generator": generator,
         "bias_range": bias_range,
     }
-    _stage_two_args(model, task, **kw)
+    _reads(model, task, generator)
     basis = getattr(task, "basis", None)
     if not isinstance(basis, Tensor) or basis.ndim != 2 or basis.shape[0] != model.dim:
         raise ValueError(f"task must have a basis of shape (d={model.dim}, r) of its hidden subspace")
@@ -326,43 +311,21 @@ def subspace_fit(
     stage_two_fit(model, task, **kw)
 
 
-def _stage_two_args(
-    model: object,
-    task: object,
-    *,
-    stage2_tasks: object,
-    stage2_n: object,
-    lam: object,
-    generator: object,
-    bias_range: object,
-) -> None:
-    if not isinstance(model, FeatureAttention):
-        raise TypeError(f"model must be a FeatureAttention, got {type(model).__name__}")
-    checks.task_family(task)
-    checks.generator(generator)
-    for name, value in (("stage2_tasks", stage2_tasks), ("stage2_n", stage2_n)):
-        checks.positive_int(name, value)
-    checks.nonnegative_float("lam", lam, strict=True)
-    checks.nonnegative_float("bias_range", bias_range, strict=True)
-    checks.prompt_fits(torch.empty(0, device=generator.device), model)
-
-
+@checked
 def stage_two_fit(
     model: FeatureAttention,
-    task: TaskFamily,
+    task: Task,
     *,
-    stage2_tasks: int,
-    stage2_n: int,
-    lam: float,
+    stage2_tasks: Count,
+    stage2_n: Count,
+    lam: Positive,
     generator: torch.Generator,
-    bias_range: float = 1.0,
+    bias_range: Positive = 1.0,
 ) -> None:
     """What follows stage 1 in :func:`two_stage_fit`, in place: rows of ``W`` rescaled to mean length one, biases
     redrawn from ``U[-bias_range, bias_range]``, ``Gamma`` by :func:`fit_attention_ridge`. On a freshly initialized
     model (unit rows) it is the control without stage 1: random features, the same stage 2."""
-    _stage_two_args(
-        model, task, stage2_tasks=stage2_tasks, stage2_n=stage2_n, lam=lam, generator=generator, bias_range=bias_range
-    )
+    _reads(model, task, generator)
     with torch.no_grad():
         model.W /= model.W.norm(dim=1).mean()
         model.b.uniform_(-bias_range, bias_range, generator=generator)

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from icl_utils import checks, config
+from icl_utils.checks import Count, NonNegative, Real, Steps, checked
 from icl_utils.estimators import _gd_plus_plus
 from icl_utils.models.base import QueryModel
 from icl_utils.prompts import Prompt, TaskFamily
@@ -73,10 +74,10 @@ def sample_moment_prompts(task: TaskFamily, batch: int, n: int, generator: torch
     )
 
 
-def attention_mask(n: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
+@checked
+def attention_mask(n: Count, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> Tensor:
     """The mask (3.2): ``diag(1, ..., 1, 0)`` of size ``n + 1``, so only the ``n`` context columns are attended."""
-    n = checks.positive_int("n", n)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+    if not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     device = config.resolve_device("device", device) if device is not None else None
     # Built from device ops alone (no element assignment), so it can be recorded inside a CUDA graph.
@@ -94,14 +95,14 @@ class LTB(QueryModel):
     (default width ``d + 1``), initialized with independent ``N(0, init_std^2)`` entries.
     """
 
-    def __init__(self, dim: int, *, mlp: bool = True, mlp_width: int | None = None, init_std: float = 0.3):
+    @checked
+    def __init__(self, dim: Count, *, mlp: bool = True, mlp_width: Count | None = None, init_std: NonNegative = 0.3):
         super().__init__(dim)
-        init_std = checks.nonnegative_float("init_std", init_std)
         e = dim + 1
         self.W_P, self.W_V, self.W_K, self.W_Q = (_param((e, e), init_std) for _ in range(4))
-        self.mlp = checks.boolean("mlp", mlp)
+        self.mlp = mlp
         if self.mlp:
-            width = checks.positive_int("mlp_width", mlp_width if mlp_width is not None else e)
+            width = mlp_width if mlp_width is not None else e
             self.W_1, self.W_2 = _param((width, e), init_std), _param((width, e), init_std)
 
     def forward(self, prompt: Prompt) -> Tensor:
@@ -134,13 +135,14 @@ class GDBeta(QueryModel):
     initialization stays at zero (GD-0). Parameters start at zero unless given.
     """
 
+    @checked
     def __init__(
-        self, dim: int, *, learnable_init: bool = True, beta0: Tensor | None = None, gamma: Tensor | None = None
+        self, dim: Count, *, learnable_init: bool = True, beta0: Tensor | None = None, gamma: Tensor | None = None
     ):
         super().__init__(dim)
         gamma = torch.zeros(dim, dim) if gamma is None else checks.matrix("gamma", gamma, dim)
         self.gamma = nn.Parameter(gamma.float().clone())
-        if checks.boolean("learnable_init", learnable_init):
+        if learnable_init:
             beta0 = torch.zeros(dim) if beta0 is None else checks.vector("beta0", beta0, dim)
             self.beta0 = nn.Parameter(beta0.float().clone())
         else:
@@ -170,13 +172,13 @@ class GDPlusPlus(QueryModel):
     off) it is plain gradient descent with a learned step.
     """
 
-    def __init__(self, dim: int, *, steps: int = 1, matrix_step: bool = True, lr: float = 0.0, gamma: float = 0.0):
+    @checked
+    def __init__(self, dim: Count, *, steps: Steps = 1, matrix_step: bool = True, lr: Real = 0.0, gamma: Real = 0.0):
         super().__init__(dim)
-        self.steps = checks.positive_int("steps", steps)
-        lr = checks.real("lr", lr)
-        step = lr * torch.eye(dim) if checks.boolean("matrix_step", matrix_step) else torch.tensor(lr)
-        self.step = nn.Parameter(step)
-        self.gamma = nn.Parameter(torch.tensor(checks.real("gamma", gamma)))
+        self.steps = steps
+        lr = float(lr)  # a float32 parameter, an int given or not
+        self.step = nn.Parameter(lr * torch.eye(dim) if matrix_step else torch.tensor(lr))
+        self.gamma = nn.Parameter(torch.tensor(float(gamma)))
 
     def forward(self, prompt: Prompt) -> Tensor:
         prompt = self._check(prompt)
@@ -184,6 +186,7 @@ class GDPlusPlus(QueryModel):
 
 
 @torch.no_grad()
+@checked
 def ltb_from_gd_beta(model: GDBeta) -> LTB:
     """The LTB of Lemma 5.1 that computes the same function as a GD-beta model.
 
@@ -191,8 +194,6 @@ def ltb_from_gd_beta(model: GDBeta) -> LTB:
     ``W_P = I`` and a value map with last row ``(-beta_0, 1)`` make the values the residuals ``y_i - <beta_0, x_i>``;
     a width-one MLP adds ``<beta_0, x_query>`` to the output.
     """
-    if not isinstance(model, GDBeta):
-        raise TypeError(f"model must be a GDBeta, got {type(model).__name__}")
     d = model.dim
     ltb = LTB(d, mlp=True, mlp_width=1, init_std=0.0)
     beta0, gamma = model.beta0.detach().cpu().float(), model.gamma.detach().cpu().float()
@@ -211,6 +212,7 @@ def ltb_from_gd_beta(model: GDBeta) -> LTB:
 
 
 @torch.no_grad()
+@checked
 def gd_beta_from_ltb(model: LTB) -> GDBeta:
     """Read the GD-beta model off an LTB's weights (the characterization of optimal LTBs, Theorem 5.3).
 
@@ -220,8 +222,6 @@ def gd_beta_from_ltb(model: LTB) -> GDBeta:
     same function exactly when the remaining parts vanish (``u_{:d} = -u_{d+1} beta_0`` and ``B_{d+1} = 0``),
     which Theorem 5.3 shows every optimal LTB satisfies.
     """
-    if not isinstance(model, LTB):
-        raise TypeError(f"model must be an LTB, got {type(model).__name__}")
     if not model.mlp:
         raise ValueError("an LSA has no MLP, so no learnable initialization to read; use an LTB")
     d = model.dim
