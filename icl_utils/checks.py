@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
-import numpy as np
 import torch
 from beartype.vale import Is
 from torch import Tensor
@@ -56,16 +55,6 @@ def positive_int(name: str, value: object, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
-
-
-def real(name: str, value: object) -> float:
-    """A finite real number (numpy scalars included), as a Python float."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
-    if value != value or abs(value) == float("inf"):
-        raise ValueError(f"{name} must be finite, got {value}")
-    return value
 
 
 def nonnegative_float(name: str, value: object, strict: bool = False) -> float:
@@ -251,13 +240,6 @@ def sequence(name: str, value: object) -> object:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
     return value
-
-
-def boolean(name: str, value: object) -> bool:
-    """True or False (numpy's booleans too), as a Python bool; never a truthy string or number."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
 
 
 def module(name: str, value: object) -> torch.nn.Module:

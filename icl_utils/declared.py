@@ -131,6 +131,8 @@ def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
         with contextlib.suppress(KeyError, AttributeError, IndexError, ValueError):  # axes given by arguments
             dim_str = dim_str.format(**(arguments or {}))  # ("{dim}", "{self.dim}"), as jaxtyping reads them
         dims = ", ".join(dim_str.split()) + ("," if len(hint.dims) == 1 else "")
+        if hint.array_type is np.ndarray:
+            return "a numpy array", f"{dtype} numpy array of shape ({dims})"
         return "a torch.Tensor", f"{dtype} tensor of shape ({dims})"
     if typing.get_origin(hint) is typing.Literal:
         name = " or ".join(repr(a) for a in typing.get_args(hint))
@@ -139,6 +141,8 @@ def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
         return "True or False", "True or False"
     if hint is float:
         return "a real number", "a real number"
+    if typing.get_origin(hint) is tuple and ... not in (items := typing.get_args(hint)):  # a fixed-length tuple
+        return "a tuple", f"a tuple ({', '.join(_words(i, arguments)[1] for i in items)})"
     if (typing.get_origin(hint) or hint) in _CONTAINERS:
         name = _CONTAINERS[typing.get_origin(hint) or hint]
         return name, name
@@ -161,7 +165,7 @@ def _of_kind(value: object, hint: object) -> bool:
     while typing.get_origin(hint) is Annotated:
         hint = typing.get_args(hint)[0]
     if isinstance(hint, type) and issubclass(hint, AbstractArray):
-        return isinstance(value, Tensor)
+        return isinstance(value, hint.array_type)
     if hint is float:
         return isinstance(value, numbers.Real) and not isinstance(value, bool)
     if hint is int:
@@ -177,6 +181,8 @@ def _of_kind(value: object, hint: object) -> bool:
 def _shown(value: object) -> str:
     if isinstance(value, Tensor):
         return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"
+    if isinstance(value, np.ndarray):
+        return f"a {value.dtype} numpy array of shape {value.shape}"
     text = repr(value)
     return text if len(text) <= 80 else f"a {type(value).__name__}"
 

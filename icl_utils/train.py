@@ -34,6 +34,7 @@ from icl_utils.models.linear_attention import GDPlusPlus
 from icl_utils.prompts import Prompt, TaskFamily, squared_errors
 
 
+@checked
 @dataclass(frozen=True)
 class Curriculum:
     """Start with ``dims[0]`` active dimensions and ``n_context[0]`` examples per prompt; every ``every`` steps add
@@ -42,30 +43,22 @@ class Curriculum:
     Garg et al.'s setting for d = 20 is ``Curriculum(dims=(5, 20), n_context=(10, 40), every=2000)``.
     """
 
-    dims: tuple[int, int]
-    n_context: tuple[int, int]
-    every: int
-    dims_step: int = 1
-    n_context_step: int = 2
+    dims: tuple[Count, Count]
+    n_context: tuple[Size, Size]
+    every: Count
+    dims_step: Size = 1
+    n_context_step: Size = 2
 
     def __post_init__(self) -> None:
-        for name, minimum in (("dims", 1), ("n_context", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, (tuple, list)) or len(value) != 2:
-                raise TypeError(f"{name} must be a pair (start, end), got {value!r}")
-            lo, hi = (
-                checks.positive_int(f"{name}[0]", value[0], minimum),
-                checks.positive_int(f"{name}[1]", value[1], minimum),
-            )
+        for name in ("dims", "n_context"):
+            lo, hi = getattr(self, name)
             if lo > hi:
                 raise ValueError(f"{name} must be (start, end) with start <= end, got {(lo, hi)}")
-            object.__setattr__(self, name, (lo, hi))
-        for name in ("every", "dims_step", "n_context_step"):
-            object.__setattr__(self, name, checks.positive_int(name, getattr(self, name), 1 if name == "every" else 0))
 
-    def at(self, step: int) -> tuple[int, int]:
+    @checked
+    def at(self, step: Size) -> tuple[int, int]:
         """``(active_dims, n_context)`` at training step ``step``."""
-        stage = checks.positive_int("step", step, minimum=0) // self.every
+        stage = step // self.every
         return (
             min(self.dims[0] + stage * self.dims_step, self.dims[1]),
             min(self.n_context[0] + stage * self.n_context_step, self.n_context[1]),
@@ -118,9 +111,9 @@ class TrainHistory:
     losses: np.ndarray
     seconds: float
 
-    def smoothed(self, window: int = 50) -> np.ndarray:
+    @checked
+    def smoothed(self, window: Count = 50) -> np.ndarray:
         """Moving average of the losses over ``window`` steps (shorter at the start), per model."""
-        window = checks.positive_int("window", window)
         csum = np.cumsum(np.concatenate([np.zeros_like(self.losses[:1]), self.losses]), axis=0)
         idx = np.arange(1, len(self.losses) + 1)
         lo = np.maximum(idx - window, 0)

@@ -172,7 +172,10 @@ def test_gd_plus_plus_is_von_oswalds_recursion(gen):
         est.gd_plus_plus(p, 1.0, 0.1, steps=0)
     with pytest.raises(TypeError, match="gamma"):
         est.gd_plus_plus(p, 1.0, "0.1")
-    with pytest.raises(ValueError, match=r"lr must be a float tensor of shape \(\), with finite values or a float tensor of shape \(d, d\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"lr must be a float tensor of shape \(\), with finite values or a float tensor of shape \(d, d\)",
+    ):
         est.gd_plus_plus(p, torch.ones(4), 0.1)
     assert torch.allclose(
         est.gd_plus_plus(p, torch.tensor(1.0), torch.tensor(0.1), 2), est.gd_plus_plus(p, 1.0, 0.1, 2)

@@ -118,7 +118,7 @@ def test_curriculum_schedule():
         Curriculum(dims=(5, 2), n_context=(1, 2), every=10)
     with pytest.raises(ValueError, match="n_context must be"):
         Curriculum(dims=(1, 2), n_context=(5, 2), every=10)
-    with pytest.raises(ValueError, match=r"n_context\[0\] must be >= 0"):
+    with pytest.raises(ValueError, match=r"n_context must be a tuple \(>= 0, >= 0\), got \(-1, 2\)"):
         Curriculum(dims=(1, 2), n_context=(-1, 2), every=10)
     with pytest.raises(ValueError, match="n_context_step must be >= 0"):
         Curriculum(dims=(1, 2), n_context=(1, 2), every=10, n_context_step=-1)
