@@ -484,8 +484,8 @@ def train_parallel(
     ``S`` runs take about ``S / P`` the time of one after another. Model ``i`` trains on ``task`` (or ``task[i]``)
     with prompts from a generator seeded ``seeds[i]`` and on one thread wherever it runs, so its result does not
     depend on ``workers`` (default: the cores, at most ``S``; 1 trains here, one after another, as on a system
-    without ``fork``). On a GPU the models of each architecture train together, as one :func:`train_ensemble`
-    whose prompts come from the group's first seed.
+    without ``fork`` or with CUDA, whose autograd threads a fork cannot copy). On a GPU the models of each
+    architecture train together, as one :func:`train_ensemble` whose prompts come from the group's first seed.
     """
     models = list(models)
     tasks = list(task) if isinstance(task, (list, tuple)) else [task] * len(models)
@@ -502,7 +502,9 @@ def train_parallel(
             raise ValueError(f"models[{i}] has no parameters to train")
     workers = min(_cores(), len(models)) if workers is None else workers
     on_cpu = all(p.device.type == "cpu" for model in models for p in model.parameters())
-    if not on_cpu or "fork" not in multiprocessing.get_all_start_methods():
+    # Where CUDA is present, autograd's engine keeps a thread per device once a backward pass has run, and a forked
+    # worker then fails inside torch; the runs go one after another there, with the same results.
+    if not on_cpu or "fork" not in multiprocessing.get_all_start_methods() or torch.cuda.is_available():
         workers = 1
     if not on_cpu:
         return _train_groups(models, tasks, config, seeds, progress, desc)
