@@ -1,8 +1,9 @@
 """Argument checks shared by the package: each raises a ValueError or TypeError that names the argument.
 
 Public functions check their arguments once, on entry; internal code trusts them. Most checks are declared in the
-signatures with the types of :mod:`icl_utils.declared` (re-exported here) and run by :func:`checked`; what no
-annotation says (a prompt's values finite, a matrix positive semi-definite) is checked by the helpers below."""
+signatures with the types of :mod:`icl_utils.declared` (re-exported here) and run by
+:func:`~icl_utils.declared.checked`; what no annotation says (a prompt's values finite, a matrix positive
+semi-definite) is checked by the helpers below."""
 
 from __future__ import annotations
 

@@ -402,6 +402,7 @@ class BirthDeathPerturbation:
 #: The three models of the chapter: linear attention with Gamma trained jointly, the static (two-timescale) model,
 #: and the modified dynamics with birth-death and perturbation.
 Model = Literal["attention", "static", "modified"]
+#: the same names, as a tuple
 MODELS = get_args(Model)
 
 
