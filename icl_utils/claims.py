@@ -20,6 +20,7 @@ import json
 import math
 import numbers
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -278,8 +279,11 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
     path = Path(path)
     text = json.dumps(data, indent=2, allow_nan=allow_nan) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
+    # ".name.<pid>.<random>.tmp" (or ".name.<random>.tmp", from before pids): a file named "name.x" has its own
+    mine = re.compile(rf"\.{re.escape(path.name)}\.(?:(\d+)\.)?\w+\.tmp")
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        if not _running(stale.name[len(path.name) + 2 :].split(".")[0]):
+        found = mine.fullmatch(stale.name)
+        if found and not _running(found.group(1) or ""):
             stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:

@@ -199,22 +199,59 @@ def refusal(name: str, hint: object, value: object, arguments: dict | None = Non
     return TypeError(f"{name} must be {wanted}, got {type(value).__name__}")
 
 
+def _plain(value: object) -> object:
+    """NumPy scalars as the Python numbers they hold, at the top level and in a tuple or list."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if type(value) in (tuple, list) and any(isinstance(v, np.generic) for v in value):
+        return type(value)(v.item() if isinstance(v, np.generic) else v for v in value)
+    return value
+
+
+def _shallow(hint: object) -> object:
+    """``hint`` as it is checked: a container's items are left out (``list[Positive]`` checks a list), since
+    beartype checks one random item of a container, which would refuse a bad item on some calls and not on others;
+    a declaration that wants every item checked says so with a validator (:data:`Counts`). Fixed-length tuples
+    keep their items, which beartype checks all of."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return Annotated[(_shallow(args[0]), *hint.__metadata__)]
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[tuple(_shallow(a) for a in args)]  # noqa: UP007  (built from a tuple)
+    if origin is tuple and args and ... not in args:
+        return tuple[tuple(_shallow(a) for a in args)]
+    return origin if origin is not None and origin is not typing.Literal else hint
+
+
+def _typed(fn: Callable) -> Callable:
+    """``fn`` checked by jaxtyping and beartype against its parameters' hints made shallow; its result is not
+    checked (a container's random item would be, after the work is done)."""
+    hints = {k: _shallow(v) for k, v in typing.get_type_hints(fn, include_extras=True).items() if k != "return"}
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__, copy.__qualname__, copy.__module__ = fn.__kwdefaults__, fn.__qualname__, fn.__module__
+    copy.__annotations__ = hints
+    return jaxtyped(typechecker=_TYPECHECK)(copy)
+
+
 def checked(fn: F) -> F:
-    """``fn`` (a function, or a class whose ``__init__`` is checked), its arguments (and result) checked on every
-    call against its annotations: jaxtyping's dtypes and
-    shapes, beartype's types and validators. A bad argument raises the error of :func:`refusal`, "``name`` must be
-    ..., got ...", with the sizes that other arguments gave the tensor axes. NumPy scalars are taken as the Python
-    numbers they hold, everywhere."""
+    """``fn`` (a function, or a class whose ``__init__`` is checked), its arguments checked on every call against
+    its annotations: jaxtyping's dtypes and shapes, beartype's types and validators (a container's items only where a
+    validator declares it, see :func:`_shallow`). A bad argument raises the error of :func:`refusal`, "``name`` must
+    be ..., got ...", with the sizes that other arguments gave the tensor axes. NumPy scalars are taken as the
+    Python numbers they hold, in tuples and lists too. Like every beartype and jaxtyping check, the checks are off
+    under ``python -O`` and with ``JAXTYPING_DISABLE=1``."""
     if isinstance(fn, type):  # a class (a dataclass): its __init__ checked against the fields' types
         fn.__init__ = checked(fn.__init__)
         return fn
-    typed = jaxtyped(typechecker=_TYPECHECK)(fn)
-    signature = inspect.signature(fn)
+    signature, typed = inspect.signature(fn), None
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        args = [a.item() if isinstance(a, np.generic) else a for a in args]
-        kwargs = {k: v.item() if isinstance(v, np.generic) else v for k, v in kwargs.items()}
+        nonlocal typed
+        if typed is None:  # at the first call, when the module's names (hints may name later classes) are all bound
+            typed = _typed(fn)
+        args = [_plain(a) for a in args]
+        kwargs = {k: _plain(v) for k, v in kwargs.items()}
         try:
             return typed(*args, **kwargs)
         except TypeCheckError as err:

@@ -60,6 +60,8 @@ def test_write_json_syncs_cleans_up_and_sets_the_usual_mode(tmp_path, monkeypatc
     live.write_text('{"live": ')
     other = tmp_path / ".q.json.abc123.tmp"  # another file's: kept
     other.write_text("{}")
+    longer = tmp_path / ".r.json.x.abc123.tmp"  # r.json.x's, named as r.json's would be by a non-process: kept
+    longer.write_text("{}")
     synced = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
@@ -69,7 +71,9 @@ def test_write_json_syncs_cleans_up_and_sets_the_usual_mode(tmp_path, monkeypatc
     finally:
         os.umask(old)
     assert synced and json.loads(path.read_text()) == {"new": 2}
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".q.json.abc123.tmp", live.name, "r.json"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [".q.json.abc123.tmp", longer.name, live.name, "r.json"]
+    )
     assert path.stat().st_mode & 0o777 == 0o644
 
 
