@@ -235,9 +235,9 @@ def _typed(fn: Callable) -> Callable:
 
 def checked(fn: F) -> F:
     """``fn`` (a function, or a class whose ``__init__`` is checked), its arguments checked on every call against
-    its annotations: jaxtyping's dtypes and shapes, beartype's types and validators (a container's items only where a
-    validator declares it, see :func:`_shallow`). A bad argument raises the error of :func:`refusal`, "``name`` must
-    be ..., got ...", with the sizes that other arguments gave the tensor axes. NumPy scalars are taken as the
+    its annotations: jaxtyping's dtypes and shapes, beartype's types and validators (a container's items only where
+    a validator such as :data:`Counts` declares it). A bad argument raises the error of :func:`refusal`, "``name``
+    must be ..., got ...", with the sizes that other arguments gave the tensor axes. NumPy scalars are taken as the
     Python numbers they hold, in tuples and lists too. Like every beartype and jaxtyping check, the checks are off
     under ``python -O`` and with ``JAXTYPING_DISABLE=1``."""
     if isinstance(fn, type):  # a class (a dataclass): its __init__ checked against the fields' types
