@@ -25,7 +25,7 @@ REFUSALS = {"ValueError", "TypeError"}
 DECLARING = {"checked", "jaxtyped", "beartype"}
 #: a module-level statement that uses one of these declares a check: an alias ``Grid = Annotated[..., Is[...]]``,
 #: its description (``describe``)
-DECLARING_CALLS = {"Is", "describe", "_declared"}
+DECLARING_CALLS = {"Is", "describe"}
 
 
 def _names(node: ast.AST) -> set[str]:

@@ -36,6 +36,7 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     Reals,
     Reps,
     Samples,
+    Several,
     Size,
     Steps,
     checked,
@@ -47,7 +48,7 @@ from icl_utils.prompts import Prompt, TaskFamily
 _CHECK_VALUES = contextvars.ContextVar("icl_utils_check_values", default=True)
 #: a task family (``dim`` and ``sample(batch, n, generator)``) whose ``dim`` is an int
 Task = Annotated[TaskFamily, Is[lambda t: isinstance(t.dim, numbers.Integral) and not isinstance(t.dim, bool)]]
-describe(Task, ("a task family (dim and sample(batch, n, generator))", "a task family whose dim is an int"))
+describe(Task, "a task family (dim and sample(batch, n, generator))", "a task family whose dim is an int")
 
 
 def positive_int(name: str, value: object, minimum: int = 1) -> int:

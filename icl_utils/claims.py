@@ -45,23 +45,17 @@ class LedgerError(AssertionError):
     """A ledger whose claims do not stand as stated (an AssertionError, so a notebook's run fails on it)."""
 
 
-def _declared(hint: object, kind: str, constraint: str) -> object:
-    """``hint``, given the words of its error messages: the kind of value it takes and the constraint on it."""
-    describe(hint, (kind, constraint))
-    return hint
-
-
 def _number(value: object) -> bool:
     """Whether ``value`` is a real number (NumPy's too; infinities included) other than NaN, and not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value)
 
 
 # A NaN passes no check and fails none; an infinity is a measured value like any other.
-Number = _declared(Annotated[float, Is[_number]], "a real number", "a real number, not NaN (a NaN passes no check)")
-Text = _declared(Annotated[str, Is[lambda v: bool(v.strip())]], "a str", "a non-empty str")
-Relation = _declared(Annotated[str, Is[lambda v: v in RELATIONS]], "a str", f"one of {sorted(RELATIONS)}")
-Origin = _declared(Annotated[str, Is[lambda v: v in ORIGINS]], "a str", f"one of {ORIGINS}")
-Status = _declared(Annotated[str, Is[lambda v: v in STATUSES]], "a str", f"one of {STATUSES}")
+Number = describe(Annotated[float, Is[_number]], "a real number", "a real number, not NaN (a NaN passes no check)")
+Text = describe(Annotated[str, Is[lambda v: bool(v.strip())]], "a str", "a non-empty str")
+Relation = describe(Annotated[str, Is[lambda v: v in RELATIONS]], "a str", f"one of {sorted(RELATIONS)}")
+Origin = describe(Annotated[str, Is[lambda v: v in ORIGINS]], "a str", f"one of {ORIGINS}")
+Status = describe(Annotated[str, Is[lambda v: v in STATUSES]], "a str", f"one of {STATUSES}")
 
 
 @checked
@@ -98,12 +92,12 @@ class Control:
         object.__setattr__(self, "value", float(self.value))
 
 
-Controls = _declared(
+Controls = describe(
     Annotated[tuple | list, Is[lambda v: all(isinstance(c, Control) for c in v)]],
     "a tuple or list",
     "a tuple or list of icl_utils.claims.Control",
 )
-Interval = _declared(
+Interval = describe(
     Annotated[tuple | list, Is[lambda v: len(v) == 2 and all(_number(x) for x in v)]],
     "a tuple or list",
     "a pair (low, high) of real numbers, not NaN",
@@ -183,7 +177,7 @@ class Claim:
         return d
 
 
-Chapter = _declared(
+Chapter = describe(
     Annotated[str, Is[lambda v: v != "" and all(ch.isalnum() or ch in "_-" for ch in v)]],
     "a str",
     "the notebook's name without folder or suffix",
@@ -362,12 +356,12 @@ def _git(*args: str) -> subprocess.CompletedProcess | None:
         return None
 
 
-Commit = _declared(
+Commit = describe(
     Annotated[str, Is[lambda v: v.removesuffix("+").isalnum()]],
     "a str",
     "a commit hash (letters and digits; a '+' at its end: measured with uncommitted changes)",
 )
-Paths = _declared(
+Paths = describe(
     Annotated[tuple | list, Is[lambda v: all(isinstance(p, str) and p for p in v)]],
     "a tuple or list",
     "a tuple or list of file or folder names",

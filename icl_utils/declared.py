@@ -43,6 +43,8 @@ Size = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 0]]
 Steps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_STEPS]]
 Draws = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_DRAWS]]
 Reps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_REPS]]
+#: two or more (features, points of a prompt)
+Several = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 2]]
 #: draws of which a spread is computed (a standard error needs two)
 Samples = Annotated[int, Is[lambda v: not isinstance(v, bool) and 2 <= v <= config.MAX_DRAWS]]
 #: finite real numbers (an int is taken where a float is declared): > 0, >= 0, any, in [0, 1], in (0, 1)
@@ -66,6 +68,7 @@ Finite = Is[lambda t: bool(torch.isfinite(t).all())]
 
 _TYPECHECK = beartype(conf=_CONF)
 F = TypeVar("F", bound=Callable)
+T = TypeVar("T")
 # (the kind of value, the constraint on it), as the error messages put them
 _DESCRIBED = {
     Count: ("an int", ">= 1"),
@@ -73,6 +76,7 @@ _DESCRIBED = {
     Steps: ("an int", f"in [1, {config.MAX_STEPS:.0e}] (config.MAX_STEPS)"),
     Draws: ("an int", f"in [1, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)"),
     Reps: ("an int", f"in [1, {config.MAX_REPS:.0e}] (config.MAX_REPS)"),
+    Several: ("an int", ">= 2"),
     Samples: ("an int", f"in [2, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)"),
     Positive: ("a real number", "> 0 and finite"),
     NonNegative: ("a real number", ">= 0 and finite"),
@@ -108,9 +112,11 @@ _CONTAINERS = {
 }
 
 
-def describe(hint: object, words: tuple[str, str]) -> None:
-    """Give a declared type defined elsewhere (``checks.Task``) its words: the kind of value and the constraint."""
-    _DESCRIBED[hint] = words
+def describe(hint: T, kind: str, constraint: str) -> T:
+    """``hint``, a declared type defined elsewhere (``checks.Task``), given the words of its error messages: the kind
+    of value it takes and the constraint on it."""
+    _DESCRIBED[hint] = (kind, constraint)
+    return hint
 
 
 def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:

@@ -118,50 +118,44 @@ def _error_curves(value: object) -> bool:
     )
 
 
-def _declared(hint: object, kind: str, constraint: str) -> object:
-    """``hint``, given the words of its error messages: the kind of value it takes and the constraint on it."""
-    describe(hint, (kind, constraint))
-    return hint
-
-
 # The x values of a figure; on a log axis each > 0 (a 0 or a NaN cannot be placed on it).
-Grid = _declared(
+Grid = describe(
     Annotated[Sequence | np.ndarray | Tensor, Is[lambda v: _grid(v, low=None)]],
     "a sequence or array",
     "a non-empty 1-D sequence of finite numbers",
 )
-LogGrid = _declared(
+LogGrid = describe(
     Annotated[Sequence | np.ndarray | Tensor, Is[lambda v: _grid(v, 0)]],
     "a sequence or array",
     "a non-empty 1-D sequence of finite numbers > 0 (a log axis)",
 )
 # A figure of nothing is a mistake, not an empty figure: the curves (panels, runs) must name at least one.
-Named = _declared(Annotated[Mapping, Is[lambda m: len(m) > 0]], "a mapping", "a non-empty mapping")
-Listed = _declared(Annotated[Sequence, Is[lambda v: len(v) > 0]], "a sequence", "a non-empty sequence")
-Levels = _declared(
+Named = describe(Annotated[Mapping, Is[lambda m: len(m) > 0]], "a mapping", "a non-empty mapping")
+Listed = describe(Annotated[Sequence, Is[lambda v: len(v) > 0]], "a sequence", "a non-empty sequence")
+Levels = describe(
     Annotated[Mapping, Is[lambda m: all(_number(v) for v in m.values())]],
     "a mapping",
     "a mapping from names to finite numbers",
 )
-ErrorCurves = _declared(
+ErrorCurves = describe(
     Annotated[Mapping, Is[_error_curves]],
     "a mapping",
     "a non-empty mapping from names to finite float tensors (B, K) with B >= 2",
 )
-Trainings = _declared(
+Trainings = describe(
     Annotated[Mapping, Is[lambda m: len(m) > 0 and all(isinstance(h, TrainHistory) for h in m.values())]],
     "a mapping",
     "a non-empty mapping from names to icl_utils.TrainHistory",
 )
-Descents = _declared(
+Descents = describe(
     Annotated[Mapping, Is[lambda m: len(m) > 0 and all(isinstance(h, GDHistory) for h in m.values())]],
     "a mapping",
     "a non-empty mapping from names to icl_utils.GDHistory",
 )
 # (the tags keep the declarations apart: each has its own words)
-Size2 = _declared(Annotated[tuple[Positive, Positive], "size"], "a tuple", "a pair (width, height) of numbers > 0")
-Limits = _declared(Annotated[tuple[Real, Real], "limits"], "a tuple", "a pair (bottom, top) of finite numbers")
-LogLimits = _declared(
+Size2 = describe(Annotated[tuple[Positive, Positive], "size"], "a tuple", "a pair (width, height) of numbers > 0")
+Limits = describe(Annotated[tuple[Real, Real], "limits"], "a tuple", "a pair (bottom, top) of finite numbers")
+LogLimits = describe(
     Annotated[tuple[Positive, Positive], "log limits"], "a tuple", "a pair (bottom, top) of finite numbers > 0"
 )
 
@@ -345,7 +339,7 @@ def plot_training_loss(
     return ax
 
 
-AxesList = _declared(
+AxesList = describe(
     Annotated[Sequence | np.ndarray, Is[lambda v: all(isinstance(ax, Axes) for ax in v)]],
     "a sequence or array",
     "a sequence of matplotlib Axes",
@@ -453,7 +447,7 @@ def plot_error_per_dimension(
 
 
 # ---- Chapter 1: nonparametric minimax ICL ------------------------------------
-Demos = _declared(
+Demos = describe(
     Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_one_dimensional(t) for t in m.values())]],
     "a mapping",
     "a non-empty mapping from smoothness levels to one-dimensional NonparametricTasks",
@@ -566,7 +560,7 @@ def plot_feature_maps(ns: LogGrid, curves: Named, *, rate: Positive) -> Figure:
     return fig
 
 
-PretrainingCurves = _declared(
+PretrainingCurves = describe(
     Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_holds(c, "ratio", "empirical", "gap") for c in m.values())]],
     "a mapping",
     "a non-empty mapping from labels to mappings of ratio, empirical and gap",
@@ -728,7 +722,7 @@ def plot_model_losses(
     return ax
 
 
-Deviations = _declared(
+Deviations = describe(
     Annotated[Sequence | np.ndarray, Is[lambda v: _grid(v) and np.min(v) >= 0]],
     "a sequence or array",
     "a non-empty 1-D sequence of finite numbers >= 0",
@@ -860,7 +854,7 @@ def plot_readout_errors(
 
 
 # ---- Chapter 3: one-step GD feature learning ---------------------------------
-Shares = _declared(
+Shares = describe(
     Annotated[Sequence | np.ndarray, Is[lambda v: _grid(v) and np.min(v) >= 0 and np.max(v) <= 1]],
     "a sequence or array",
     "a non-empty 1-D sequence of shares in [0, 1]",
@@ -903,14 +897,14 @@ def _seed_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
     _median_band(ax, xs, values.T if values.ndim == 2 else values, **style)
 
 
-Points = _declared(
+Points = describe(
     Annotated[Mapping, Is[lambda m: all(_pair(p, 0) for p in m.values())]],
     "a mapping",
     "a mapping from names to points (x, y) of finite numbers > 0",
 )
 
 
-Widths = _declared(
+Widths = describe(
     Annotated[Sequence | np.ndarray | Tensor, Is[lambda v: _grid(v, 0) and len(v) >= 2]],
     "a sequence or array",
     "at least two finite numbers > 0 (a log axis)",
@@ -1052,7 +1046,7 @@ def plot_subspace_recovery(
     return fig
 
 
-Complexities = _declared(
+Complexities = describe(
     Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_holds_curves(p) for p in m.values())]],
     "a mapping",
     "a mapping of at least one panel, a title to (xs, {learner: values})",
@@ -1100,13 +1094,13 @@ def plot_sample_complexity(
     return fig
 
 
-ErrorPanels = _declared(
+ErrorPanels = describe(
     Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_error_curves(c) for c in m.values())]],
     "a mapping",
     "a mapping of at least one panel, a title to error curves (a non-empty mapping from names to finite float "
     "tensors (B, K) with B >= 2)",
 )
-Marks = _declared(
+Marks = describe(
     Annotated[Mapping, Is[lambda m: all(_pair(p) for p in m.values())]],
     "a mapping",
     "a mapping from names to points (x, y) of finite numbers",
@@ -1338,7 +1332,7 @@ def plot_risk_ratios_against_n(
     return ax
 
 
-Keys = _declared(
+Keys = describe(
     Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(isinstance(k, str) for k in v)]],
     "a tuple or a list",
     "a non-empty tuple or list of record names",
@@ -1367,7 +1361,7 @@ def plot_gd_records(histories: Descents, *, keys: Keys, logy: bool = True, width
 
 
 # ---- Chapter 5: softmax stage-wise convergence -------------------------------
-FeatureRuns = _declared(
+FeatureRuns = describe(
     Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_feature_run(h) for h in m.values())]],
     "a mapping",
     "a non-empty mapping from titles to icl_utils.GDHistory with records['loss_k'] of shape (T, K)",
@@ -1415,7 +1409,7 @@ def plot_attention_snapshots(steps: Grid, attn: Sequence | np.ndarray, *, at: Gr
     return fig
 
 
-PhaseEnds = _declared(
+PhaseEnds = describe(
     Annotated[Sequence | np.ndarray, Is[_three_steps]],
     "a sequence or array",
     "three steps, each a number or inf (never)",
@@ -1450,7 +1444,7 @@ def plot_phase_weights(
     return fig
 
 
-ConvergencePanels = _declared(
+ConvergencePanels = describe(
     Annotated[Sequence, Is[lambda v: len(v) > 0 and all(_holds(p, "x", "xlabel", "times") for p in v)]],
     "a sequence",
     "a non-empty sequence of panels, mappings with x, xlabel and times",
@@ -1506,7 +1500,7 @@ def plot_convergence_times(panels: ConvergencePanels) -> Figure:
 
 
 # ---- Appendix: performance -------------------------------------
-SpeedResults = _declared(
+SpeedResults = describe(
     Annotated[
         Sequence, Is[lambda v: len(v) > 0 and all(_holds(r, "device", "config", "rows", "ensembles") for r in v)]
     ],

@@ -425,7 +425,7 @@ def examples_to_reach(ns: Sequence[float] | np.ndarray, risks: Sequence[float] |
 
 #: bootstrap resamples: 10 at least for an interval, at most config.MAX_REPS
 Resamples = Annotated[int, Is[lambda v: not isinstance(v, bool) and 10 <= v <= config.MAX_REPS]]
-checks.describe(Resamples, ("an int", f"in [10, {config.MAX_REPS:.0e}] (config.MAX_REPS)"))
+checks.describe(Resamples, "an int", f"in [10, {config.MAX_REPS:.0e}] (config.MAX_REPS)")
 
 
 @checked

@@ -35,12 +35,11 @@ from typing import Annotated, Literal, get_args
 
 import numpy as np
 import torch
-from beartype.vale import Is
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, NonNegative, Positive, Probability, Real, Size, Steps, checked
+from icl_utils.checks import Count, NonNegative, Positive, Probability, Real, Several, Size, Steps, checked
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
 
@@ -50,9 +49,6 @@ Particles = Float[Tensor, "*#S M p"]
 Inputs = Float[Tensor, "*#S K d"]
 Features = Float[Tensor, "*#S K ko"]
 Gamma = Float[Tensor, "*#S k k"]
-#: prompts of at least two points: each point's context is the others
-Length = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 2]]
-checks.describe(Length, ("an int", ">= 2"))
 
 
 @checked
@@ -434,7 +430,7 @@ class FeaturePrompts:
         cls,
         teacher: TeacherFeatures,
         count: Count,
-        length: Length,
+        length: Several,
         generator: torch.Generator,
         dtype: torch.dtype | None = None,
     ) -> FeaturePrompts:

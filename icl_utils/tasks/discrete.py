@@ -7,20 +7,14 @@ probability ``p_k``; a task is ``w ~ N(0, I_d)`` and ``y = <w, x>``, noiseless.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated
 
 import torch
-from beartype.vale import Is
 from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, Fraction, Size, checked
+from icl_utils.checks import Count, Fraction, Several, Size, checked
 from icl_utils.prompts import Prompt
-
-#: two features or more
-Several = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 2]]
-checks.describe(Several, ("an int", ">= 2"))
 
 
 @checked

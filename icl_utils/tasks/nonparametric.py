@@ -44,8 +44,8 @@ MAX_ORDER = 10  # the recursion of cardinal_bspline costs 2^order tensor operati
 #: a B-spline order within MAX_ORDER; a number of basis functions within MAX_BASIS
 Order = Annotated[int, Is[lambda v: not isinstance(v, bool) and 0 <= v <= MAX_ORDER]]
 BasisSize = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= MAX_BASIS]]
-checks.describe(Order, ("an int", f"in [0, {MAX_ORDER}] (MAX_ORDER: the B-spline costs 2^order operations)"))
-checks.describe(BasisSize, ("an int", f"in [1, {MAX_BASIS}] (MAX_BASIS: the basis is enumerated in Python)"))
+checks.describe(Order, "an int", f"in [0, {MAX_ORDER}] (MAX_ORDER: the B-spline costs 2^order operations)")
+checks.describe(BasisSize, "an int", f"in [1, {MAX_BASIS}] (MAX_BASIS: the basis is enumerated in Python)")
 
 
 @checked

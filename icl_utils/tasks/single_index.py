@@ -25,7 +25,7 @@ from icl_utils.prompts import Prompt
 MAX_DEGREE = 170  # He_i is divided by sqrt(i!), and 171! overflows a float64
 #: a Hermite degree within MAX_DEGREE
 Degree = Annotated[int, Is[lambda v: not isinstance(v, bool) and 0 <= v <= MAX_DEGREE]]
-checks.describe(Degree, ("an int", f"in [0, {MAX_DEGREE}] (MAX_DEGREE: sqrt(degree!) overflows a float64 above)"))
+checks.describe(Degree, "an int", f"in [0, {MAX_DEGREE}] (MAX_DEGREE: sqrt(degree!) overflows a float64 above)")
 
 
 @checked
