@@ -9,6 +9,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Annotated
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -17,7 +18,7 @@ from jaxtyping import Float
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure, FigureBase
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator
+from matplotlib.ticker import FuncFormatter, Locator, MaxNLocator
 from torch import Tensor
 
 from icl_utils.checks import Count, NonNegative, Positive, Probability, Real, Reals, Size, checked, describe
@@ -26,19 +27,93 @@ from icl_utils.risk import fit_slope, local_slopes, mean_and_band
 from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
 from icl_utils.train import TrainHistory
 
-# One colour per method, the same in every chapter.
-COLORS = {
-    "Transformer": "#1b4f9c",
-    "Bayes (tuned ridge)": "#111111",
-    "Bayes": "#111111",
-    "Least squares": "#d1495b",
-    "One-step GD": "#edae49",
-    "Averaging": "#66a182",
-    "3-nearest neighbours": "#8d6a9f",
-    "Ridge, fixed λ = 1": "#2a9d8f",
-}
-#: Colours for series that are not a named method (several d, several r, ...), in order.
-PALETTE = ("#1b4f9c", "#2a9d8f", "#d1495b", "#e9a03b", "#8d6a9f", "#66a182")
+# ---- the house style: one colour per method ------------------------------------------------------------------
+#: Each method or model the book draws, by a phrase its label contains (the first phrase that matches, in
+#: lower case), to its colour in every figure. A method drawn more than once on one axes (two widths, two norms)
+#: takes lighter shades of its colour, in order; :func:`off_style` checks every legend against this table.
+METHODS = (
+    ("bayes", "#111111"),
+    ("oracle", "#111111"),
+    ("teacher", "#111111"),
+    ("dmmse", "#e7298a"),
+    ("additive kernel ridge", "#c9853f"),
+    ("kernel ridge", "#8c510a"),
+    ("least squares", "#d1495b"),
+    ("ridge", "#2a9d8f"),
+    ("gd++", "#7b4ea3"),
+    ("gd-β", "#1b4f9c"),
+    ("gd-0", "#edae49"),
+    ("one-step gd", "#edae49"),
+    ("averaging", "#7a8b2e"),
+    ("nearest neighbour", "#8d6a9f"),
+    ("two-layer net", "#d16ba5"),
+    ("prompt mean", "#6f6f6f"),
+    ("prompt-free", "#6f6f6f"),
+    ("untrained", "#a8a8a8"),
+    ("random features", "#a8a8a8"),
+    ("random first layer", "#a8a8a8"),
+    ("initialization", "#a8a8a8"),
+    ("control", "#a8a8a8"),
+    ("static", "#3a7d44"),
+    ("modified", "#9c4f96"),
+    ("lsa", "#e66101"),
+    ("ltb", "#1b4f9c"),
+    ("transformer", "#1b4f9c"),
+    ("pretrained", "#1b4f9c"),
+    ("gpt", "#1b4f9c"),
+    ("attention", "#1b4f9c"),
+)
+#: Line styles of the methods that are drawn dashed or dotted wherever they appear (controls, prompt-free).
+METHOD_LINESTYLES = {"#6f6f6f": "-.", "#a8a8a8": ":"}
+#: The colour map of series that are not a method (several d, several norms, the weights of one model), in order.
+SERIES_MAP = "viridis"
+#: The house colours in order, for a plain ``ax.plot`` (not a method, see :data:`METHODS`).
+PALETTE = tuple(matplotlib.colors.to_hex(c) for c in plt.get_cmap(SERIES_MAP)(np.linspace(0.0, 0.75, 6)))
+
+
+def method_color(label: str) -> str | None:
+    """The colour of the method that ``label`` names (see :data:`METHODS`), or None when it names none."""
+    text = label.lower()
+    return next((color for phrase, color in METHODS if phrase in text), None)
+
+
+def shade(color: str, i: int, n: int) -> str:
+    """The ``i``-th of ``n`` shades of ``color``, from the colour itself to a mix with 45% white."""
+    rgb = np.asarray(matplotlib.colors.to_rgb(color))
+    t = 0.45 * i / max(n - 1, 1)
+    return matplotlib.colors.to_hex((1 - t) * rgb + t)
+
+
+def series_colors(n: int) -> list[str]:
+    """``n`` colours of :data:`SERIES_MAP` for series that are not methods, dark to light."""
+    if n <= 1:
+        return list(PALETTE[:n])
+    return [matplotlib.colors.to_hex(c) for c in plt.get_cmap(SERIES_MAP)(np.linspace(0.0, 0.75, n))]
+
+
+def colors_for(labels: Sequence[str]) -> list[str]:
+    """The colour of each series of one axes, by its label: a method's colour (see :data:`METHODS`; shades of it
+    when it recurs), and for the other series :func:`series_colors` in order."""
+    methods = [method_color(str(label)) for label in labels]
+    counts = {c: methods.count(c) for c in methods if c is not None}
+    seen: dict[str, int] = {}
+    others = iter(series_colors(methods.count(None)))
+    out = []
+    for color in methods:
+        if color is None:
+            out.append(next(others))
+        else:
+            out.append(shade(color, seen.get(color, 0), counts[color]))
+            seen[color] = seen.get(color, 0) + 1
+    return out
+
+
+def method_style(label: str) -> dict:
+    """Plot keywords for the series ``label``: its method's colour and line style, or nothing."""
+    color = method_color(label)
+    if color is None:
+        return {}
+    return {"color": color, "linestyle": METHOD_LINESTYLES.get(color, "-")}
 
 
 # ---- what the figures take -----------------------------------------------------------------------------------
@@ -213,6 +288,7 @@ def use_house_style() -> None:
             "grid.alpha": 0.3,
             "legend.frameon": False,
             "lines.linewidth": 1.8,
+            "figure.hooks": ["icl_utils.plotting:_watch"],
         }
     )
     try:
@@ -249,6 +325,231 @@ def unreadable(fig: Figure) -> list[str]:
     return out
 
 
+# ---- the house style: legends off the data, log axes labelled, methods in their colours ------------------------
+#: Where a legend inside the axes may go, in the order tried.
+LEGEND_PLACES = (
+    "best",
+    "upper right",
+    "upper left",
+    "lower left",
+    "lower right",
+    "center right",
+    "center left",
+    "upper center",
+    "lower center",
+)
+
+
+def _data_points(fig: FigureBase, renderer) -> np.ndarray:
+    """Screen points (pixels) of what the axes of ``fig`` draw as data: their lines sampled every two pixels,
+    markers and scatter points, bars' outlines; only points inside their axes."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.container import BarContainer
+
+    points = [np.empty((0, 2))]
+    for ax in (a for parent in fig.axes for a in (parent, *parent.child_axes)):  # insets are child axes
+        if not ax.get_visible():
+            continue
+        box = ax.get_window_extent(renderer)
+        inside = []
+        for line in ax.lines:
+            if not line.get_visible():
+                continue
+            xy = line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))
+            drawn = line.get_linestyle() not in ("None", "none", "", " ")
+            for piece in np.split(xy, np.flatnonzero(~np.isfinite(xy).all(1))):
+                piece = piece[np.isfinite(piece).all(1)]
+                if drawn and len(piece) > 1:
+                    steps = np.ceil(np.linalg.norm(np.diff(piece, axis=0), axis=1) / 2).astype(int).clip(1, 2000)
+                    piece = np.concatenate(
+                        [
+                            a + np.linspace(0, 1, k, endpoint=False)[:, None] * (b - a)
+                            for a, b, k in zip(piece[:-1], piece[1:], steps)
+                        ]
+                        + [piece[-1:]]
+                    )
+                inside.append(piece)
+        for coll in ax.collections:
+            if isinstance(coll, PathCollection) and coll.get_visible() and len(coll.get_offsets()):
+                inside.append(coll.get_offset_transform().transform(np.asarray(coll.get_offsets(), dtype=float)))
+        for bars in (c for c in ax.containers if isinstance(c, BarContainer)):
+            for bar in bars.patches:
+                e = bar.get_window_extent(renderer)
+                inside.append(
+                    np.array([[x, y] for x in np.linspace(e.x0, e.x1, 8) for y in np.linspace(e.y0, e.y1, 8)])
+                )
+        if inside:
+            xy = np.concatenate(inside)
+            keep = (xy[:, 0] >= box.x0) & (xy[:, 0] <= box.x1) & (xy[:, 1] >= box.y0) & (xy[:, 1] <= box.y1)
+            points.append(xy[keep])
+    return np.concatenate(points)
+
+
+def _covered(legend, points: np.ndarray, renderer) -> int:
+    """How many of ``points`` the legend's box (less a two-pixel margin) covers."""
+    box = legend.get_window_extent(renderer)
+    x, y = points[:, 0], points[:, 1]
+    return int(((x > box.x0 + 2) & (x < box.x1 - 2) & (y > box.y0 + 2) & (y < box.y1 - 2)).sum())
+
+
+def _ticks_chosen(axis) -> bool:
+    """Whether the code placed ``axis``'s ticks itself (at the values drawn, say)."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator
+
+    return isinstance(axis.get_major_locator(), FixedLocator) or isinstance(axis.get_major_formatter(), FixedFormatter)
+
+
+def plain_log_ticks(low: float, high: float) -> list[float]:
+    """Ticks for a log axis showing ``[low, high]``, at least three: powers of ten over more than two and a half
+    decades, else 1, 2 and 5 times them, else finer steps, else evenly spaced numbers; at most eight."""
+    decades = np.arange(np.floor(np.log10(low)), np.ceil(np.log10(high)) + 1)
+    for subs in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 8)):
+        if subs == (1,) and np.log10(high / low) <= 2.5:
+            continue
+        ticks = [m * 10**e for e in decades for m in subs if low <= m * 10**e <= high]
+        if len(ticks) >= 3:
+            break
+    else:  # less than a factor of 2.5 in view
+        ticks = [t for t in MaxNLocator(4).tick_values(low, high) if low <= t <= high]
+    while len(ticks) > 8:
+        ticks = ticks[::2]
+    return ticks
+
+
+class PlainLogLocator(Locator):
+    """Ticks of :func:`plain_log_ticks` for whatever a log axis shows when it is drawn."""
+
+    def __call__(self):
+        return self.tick_values(*self.axis.get_view_interval())
+
+    def tick_values(self, vmin, vmax):
+        low, high = sorted((vmin, vmax))
+        return plain_log_ticks(low, high) if low > 0 and np.isfinite(high) else []
+
+
+def _log_ticks(axis) -> None:
+    """Label a log axis whose ticks the code did not choose at plain numbers, at least three in view."""
+    from matplotlib.ticker import NullFormatter
+
+    if axis.get_scale() != "log" or _ticks_chosen(axis):
+        return
+    axis.set_major_locator(PlainLogLocator())
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _legends(fig: FigureBase) -> list:
+    return [leg for leg in [*(ax.get_legend() for ax in fig.axes), *fig.legends] if leg is not None]
+
+
+def tidy(fig: FigureBase) -> FigureBase:
+    """Finish ``fig`` in the house style: each log axis labelled at plain numbers (at least three labels), and
+    each legend of an axes moved off the data: to the first place inside the axes where it covers none
+    (:data:`LEGEND_PLACES`), else below the axes. Every figure function calls it last; call it after changing a
+    figure it returned. Returns ``fig``."""
+    for ax in fig.axes:
+        _log_ticks(ax.xaxis)
+        _log_ticks(ax.yaxis)
+    # No draw needed: a legend's box for a place, and the data's pixels, follow from the layout as it is.
+    renderer = fig.canvas.get_renderer()
+    points = _data_points(fig, renderer)
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not _covered(legend, points, renderer):
+            continue
+        for place in LEGEND_PLACES[1:]:
+            legend.set_loc(place)
+            if not _covered(legend, points, renderer):
+                break
+        else:
+            decorated = ax.get_tightbbox(renderer, bbox_extra_artists=[])
+            below = ax.transAxes.inverted().transform((0, decorated.y0))[1]
+            texts = [t.get_text() for t in legend.get_texts()]
+            wide = ax.get_position().width > 0.6  # a panel of a row keeps one column, or it widens the figure
+            columns = (3 if len(texts) > 4 else 2 if len(texts) > 2 else 1) if wide else 1
+            ax.legend(
+                legend.legend_handles, texts, loc="upper center", bbox_to_anchor=(0.5, below - 0.02), ncols=columns
+            )
+    return fig
+
+
+def _shade_of(color, method: str) -> bool:
+    """Whether ``color`` is ``method``'s colour mixed with at most 75% white (as :func:`shade` makes)."""
+    c, m = np.asarray(matplotlib.colors.to_rgb(color)), np.asarray(matplotlib.colors.to_rgb(method))
+    room = 1 - m
+    t = (c - m)[room > 0.05] / room[room > 0.05]
+    return bool(np.allclose(c[room <= 0.05], m[room <= 0.05], atol=0.02)) and (
+        t.size == 0 or (t.min() > -0.03 and t.max() < 0.78 and t.max() - t.min() < 0.06)
+    )
+
+
+def _handle_color(handle):
+    for getter in ("get_color", "get_facecolor", "get_edgecolor"):
+        value = getattr(handle, getter, lambda: None)()
+        if value is None:
+            continue
+        value = np.atleast_2d(matplotlib.colors.to_rgba_array(value))
+        if len(value) and value[0, 3] > 0:
+            return value[0, :3]
+    return None
+
+
+def off_style(fig: FigureBase, *, draw: bool = True) -> list[str]:
+    """What breaks the house style in ``fig``: a legend that covers data (a line, a marker, a bar), a legend entry
+    naming a method of :data:`METHODS` in another colour than the method's (or a shade of it), a log axis with
+    fewer than three labelled ticks in view. Empty when it keeps the style. ``draw=False`` when ``fig`` was just
+    drawn."""
+    if draw:
+        fig._house_tidying = True
+        try:
+            fig.canvas.draw()
+        finally:
+            fig._house_tidying = False
+    renderer = fig.canvas.get_renderer()
+    out = []
+    points = _data_points(fig, renderer)
+    for legend in _legends(fig):
+        texts = [t.get_text() for t in legend.get_texts()]
+        if _covered(legend, points, renderer):
+            out.append(f"the legend {texts[:2]}... covers {_covered(legend, points, renderer)} points of data")
+        for text, handle in zip(texts, legend.legend_handles):
+            wanted, color = method_color(text), _handle_color(handle)
+            if wanted is not None and color is not None and not _shade_of(color, wanted):
+                out.append(f"{text!r} drawn in {matplotlib.colors.to_hex(color)}, not its method's {wanted}")
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() != "log" or not axis.get_visible() or _ticks_chosen(axis):
+                continue
+            low, high = sorted(axis.get_view_interval())
+            labelled = {
+                tick.get_loc()
+                for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]
+                if tick.label1.get_visible() and tick.label1.get_text() and low <= tick.get_loc() <= high
+            }
+            hidden = not any(tick.label1.get_visible() for tick in axis.get_major_ticks())  # a shared axis
+            if len(labelled) < 3 and not hidden:
+                out.append(f"a log {axis.axis_name} axis with {len(labelled)} labelled ticks (at least 3)")
+    return out
+
+
+def _watch(fig: FigureBase) -> None:
+    """``figure.hooks`` entry of :func:`use_house_style`: each time ``fig`` is drawn for display, warn of what
+    :func:`off_style` finds (a warning fails the book's build)."""
+
+    def check(event) -> None:
+        if getattr(fig, "_house_tidying", False):
+            return
+        problems = off_style(fig, draw=False)
+        if problems:
+            import warnings
+
+            warnings.warn(f"a figure breaks the house style: {'; '.join(problems)}", stacklevel=2)
+
+    fig.canvas.mpl_connect("draw_event", check)
+
+
 @checked
 def plot_error_curves(
     curves: ErrorCurves,
@@ -275,12 +576,11 @@ def plot_error_curves(
     if x is not None and set(lengths.values()) != {len(x)}:
         raise ValueError(f"x must have one value per prefix length of every curve, got {len(x)} for {lengths}")
     ax = ax if ax is not None else plt.gca()
-    for name, errors in curves.items():
+    for (name, errors), color in zip(curves.items(), colors_for(list(curves))):
         mean, band = (t.numpy() / normalize for t in mean_and_band(errors))
         xs = np.arange(len(mean)) if x is None else np.asarray(x)
-        color = COLORS.get(name)
         ax.plot(xs, mean, label=name, color=color)
-        ax.fill_between(xs, mean - band, mean + band, color=ax.lines[-1].get_color(), alpha=0.2, linewidth=0)
+        ax.fill_between(xs, mean - band, mean + band, color=color, alpha=0.2, linewidth=0)
     _reference_lines(ax, reference)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -289,6 +589,7 @@ def plot_error_curves(
     if ylim is not None:
         ax.set_ylim(*ylim)
     ax.legend()  # inside the axes: a legend beside them would widen the figure past the text column
+    tidy(ax.figure)
     return ax
 
 
@@ -298,16 +599,15 @@ REFERENCE_STYLES = ("--", ":", "-.")
 
 def _reference_lines(ax: Axes, reference: Mapping[str, float] | None) -> None:
     for (name, value), style in zip((reference or {}).items(), itertools.cycle(REFERENCE_STYLES)):
-        ax.axhline(value, linestyle=style, color="0.5", linewidth=1.2, label=name)
+        ax.axhline(value, linestyle=style, color=method_color(name) or "0.5", linewidth=1.2, label=name)
 
 
 @checked
 def log_y(ax: Axes) -> None:
-    """Log-scaled y axis labelled at 1, 2, 5 times powers of ten, in plain numbers (0.2, not 2x10^-1)."""
+    """Log-scaled y axis labelled in plain numbers (0.2, not 2x10^-1), at least three labels whatever the limits
+    (:func:`plain_log_ticks`)."""
     ax.set_yscale("log")
-    ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-    for axis_formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-        axis_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    _log_ticks(ax.yaxis)
 
 
 @checked
@@ -321,21 +621,23 @@ def plot_training_loss(
 ) -> Axes:
     """Smoothed training loss against step for one or more :class:`~icl_utils.train.TrainHistory`, on a log scale,
     with optional reference levels (name to value, dashed, then dotted), such as the Bayes-optimal loss. A history
-    of several models trained together (losses of shape ``(steps, S)``) is drawn as ``S`` lines of one colour,
-    labelled once as ``S`` ``runs`` (say ``"norms"`` when the models differ by their task)."""
+    of several models trained together (losses of shape ``(steps, S)``) is drawn as ``S`` shades of one colour,
+    dark to light in the models' order, labelled once as ``S`` ``runs`` (say ``"norms"`` when the models differ
+    by their task)."""
     ax = ax if ax is not None else plt.gca()
-    for name, hist in histories.items():
+    for (name, hist), color in zip(histories.items(), colors_for(list(histories))):
         smooth = hist.smoothed(window).reshape(len(hist.losses), -1)
-        label = name if smooth.shape[1] == 1 else f"{name} ({smooth.shape[1]} {runs})"
-        lines = ax.plot(np.arange(1, len(hist.losses) + 1), smooth, color=COLORS.get(name), linewidth=1.5)
-        for line in lines[1:]:
-            line.set_color(lines[0].get_color())
+        label = name if smooth.shape[1] == 1 else f"{name} ({smooth.shape[1]} {runs}, dark to light)"
+        lines = ax.plot(np.arange(1, len(hist.losses) + 1), smooth, linewidth=1.5)
+        for i, line in enumerate(lines):
+            line.set_color(shade(color, i, len(lines)))
         lines[0].set_label(label)
     _reference_lines(ax, reference)
     ax.set_xlabel("training step")
     ax.set_ylabel(f"training loss ({window}-step average)")
     log_y(ax)
     ax.legend()
+    tidy(ax.figure)
     return ax
 
 
@@ -357,12 +659,13 @@ def plot_attention_heatmaps(attn: Listed, titles: Sequence[str], *, axes: AxesLi
     for a, title, ax in zip(attn, titles, axes):
         image = ax.imshow(a, vmin=0.0, vmax=1.0, cmap="viridis")
         ax.set_title(title)
-        ax.set_xlabel("feature attended to")
         ax.grid(False)
         ticks = np.arange(a.shape[0])
         ax.set_xticks(ticks, [str(t + 1) for t in ticks])
         ax.set_yticks(ticks, [str(t + 1) for t in ticks])
     axes[0].set_ylabel("query feature $k$")
+    # one label under the row: under each narrow panel the labels would run into one another
+    axes[0].figure.supxlabel("feature attended to", fontsize=plt.rcParams["axes.labelsize"])
     axes[0].figure.colorbar(image, ax=list(axes), shrink=0.8, label="attention")
 
 
@@ -390,8 +693,8 @@ def plot_lines(
         except (AttributeError, TypeError) as err:  # matplotlib's words for a keyword that no line has
             raise TypeError(f"styles[{name!r}] must hold keywords of a line: {err}") from None
     ax = ax if ax is not None else plt.gca()
-    for name, values in series.items():
-        ax.plot(steps, values, label=name, **(styles or {}).get(name, {}))
+    for (name, values), color in zip(series.items(), colors_for(list(series))):
+        ax.plot(steps, values, label=name, **{"color": color, **(styles or {}).get(name, {})})
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logy:
@@ -399,10 +702,11 @@ def plot_lines(
     if logx:
         ax.set_xscale("log", base=2)
     ax.legend()
+    tidy(ax.figure)
     return ax
 
 
-# ---- Chapter 0: the ICL setting ----------------------------------------------
+# ---- Chapter 1: the ICL setting ----------------------------------------------
 @checked
 def plot_error_per_dimension(
     curves: ErrorCurves,
@@ -443,10 +747,10 @@ def plot_error_per_dimension(
                 ax.set_ylim(0.7 * values.min(), 2 * max(start, values.min()))
         elif start > 0:
             ax.set_ylim(0, 1.15 * start)
-    return ax.figure
+    return tidy(ax.figure)
 
 
-# ---- Chapter 1: nonparametric minimax ICL ------------------------------------
+# ---- Chapter 2: nonparametric minimax ICL ------------------------------------
 Demos = describe(
     Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_one_dimensional(t) for t in m.values())]],
     "a mapping",
@@ -464,22 +768,23 @@ def plot_bases_and_tasks(
     ``n_examples``-example prompt of the first task. Returns the figure."""
     fig, axes = plt.subplots(1, 1 + len(demos), figsize=_size(11, 3.2))
     grid = torch.linspace(-0.5, orders + 0.5, 501, dtype=torch.float64)
-    for m in range(orders):
-        axes[0].plot(grid, cardinal_bspline(grid, m), label=f"$\\mathcal{{N}}_{m}$")
-    axes[0].set(xlabel="$x$", title="cardinal B-splines")
-    axes[0].legend()
+    for m, color in zip(range(orders), series_colors(orders)):
+        axes[0].plot(grid, cardinal_bspline(grid, m), color=color, label=f"$\\mathcal{{N}}_{m}$")
+    axes[0].set(xlabel="$x$", title="cardinal B-splines", xlim=(-0.5, orders + 2.5))  # room for the legend
+    axes[0].legend(loc="upper right")
     x = torch.linspace(0, 1, 400)[:, None]
     for ax, (s, task) in zip(axes[1:], demos.items()):
         draw = torch.Generator().manual_seed(seed)
         beta = task.coefficients(n_tasks, draw)
-        for b in beta:
-            ax.plot(x[:, 0], task.features(x) @ b)
+        colors = series_colors(n_tasks)
+        for b, color in zip(beta, colors):
+            ax.plot(x[:, 0], task.features(x) @ b, color=color)
         p = task.sample(1, n_examples, draw, weights=beta[:1])
-        ax.scatter(p.x[0, :, 0], p.y[0], s=10, color="C0", alpha=0.6, label="prompt (first task)")
+        # the prompt's points in the first task's colour: the caption says whose they are, no legend covers them
+        ax.scatter(p.x[0, :, 0], p.y[0], s=10, color=colors[0], alpha=0.6)
         ax.set(xlabel="$x$", ylabel="$F(x)$", title=f"{task.basis.capitalize()} tasks, $s = {s:g}$")
-        ax.legend(loc="lower right")
     fig.tight_layout()
-    return fig
+    return tidy(fig)
 
 
 @checked
@@ -499,14 +804,20 @@ def plot_rate_curves(ns: LogGrid, curves: Named, *, oracle: Mapping, oracle_n: L
     ns = np.asarray(ns, dtype=float)
     for ax, (s, curve) in zip(axes, curves.items()):
         rate = 2 * s / (2 * s + 1)
-        ax.plot(ns, curve, marker="o", label=f"best linear attention (last slope {local_slopes(ns, curve)[-1]:.2f})")
+        ax.plot(
+            ns,
+            curve,
+            marker="o",
+            color=method_color("attention"),
+            label=f"best linear attention (last slope {local_slopes(ns, curve)[-1]:.2f})",
+        )
         mean, se = oracle[s][:, 0], oracle[s][:, 1]
         ax.errorbar(
             oracle_n,
             mean,
             yerr=1.96 * se,
             fmt="s",
-            color="C2",
+            color=method_color("oracle"),
             capsize=3,
             label=f"Bayes oracle (slope {fit_slope(oracle_n, mean):.2f})",
         )
@@ -516,16 +827,16 @@ def plot_rate_curves(ns: LogGrid, curves: Named, *, oracle: Mapping, oracle_n: L
         ax.legend()
     axes[0].set_ylabel("excess ICL risk")
     fig.tight_layout()
-    return fig
+    return tidy(fig)
 
 
-def _seed_curve(ax: Axes, ns: np.ndarray, curve: object, name: str) -> np.ndarray:
+def _seed_curve(ax: Axes, ns: np.ndarray, curve: object, name: str, color: str | None = None) -> np.ndarray:
     """Draw ``curve`` against ``ns`` with the label ``name``: a line for shape ``(len(ns),)``, or for runs from
     ``S`` seeds, shape ``(S, len(ns))`` (:func:`_seed_curves` checks it), their median with the range shaded.
     Returns the drawn line's values."""
     curve = np.asarray(curve)
     median = np.median(curve, 0) if curve.ndim == 2 else curve
-    ax.plot(ns, median, marker="o", label=name)
+    ax.plot(ns, median, marker="o", label=name, **({} if color is None else method_style(name) | {"color": color}))
     if curve.ndim == 2:
         ax.fill_between(ns, curve.min(0), curve.max(0), color=ax.lines[-1].get_color(), alpha=0.2, linewidth=0)
     return median
@@ -552,12 +863,13 @@ def plot_feature_maps(ns: LogGrid, curves: Named, *, rate: Positive) -> Figure:
     _seed_curves("curves", ns, curves)
     fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
     ns = np.asarray(ns, dtype=float)
-    medians = [_seed_curve(ax, ns, curve, name) for name, curve in curves.items()]
+    colors = colors_for(list(curves))
+    medians = [_seed_curve(ax, ns, curve, name, color) for (name, curve), color in zip(curves.items(), colors)]
     ax.plot(ns, medians[0][-1] * (ns / ns[-1]) ** -rate, color="0.5", linestyle="--", label=f"$n^{{-{rate:.2f}}}$")
     ax.set_ylabel("excess ICL risk")
     _context_axis(ax, ns)
     ax.legend()
-    return fig
+    return tidy(fig)
 
 
 PretrainingCurves = describe(
@@ -580,11 +892,11 @@ def plot_pretraining_sets(curves: PretrainingCurves, *, noise_var: NonNegative) 
         for key in ("empirical", "gap"):
             _curve(f"curves[{label!r}][{key!r}]", c[key], (len(c["ratio"]), "pools"), log=key == "gap")
     fig, (left, right) = plt.subplots(1, 2, figsize=_size(6.7, 3.4))
-    for label, c in curves.items():
+    for (label, c), color in zip(curves.items(), colors_for(list(curves))):
         ratio, emp, gap = (np.asarray(c[k]) for k in ("ratio", "empirical", "gap"))
-        left.plot(ratio, np.median(emp, 1), marker="o", label=label)
-        right.plot(ratio, np.median(gap, 1), marker="o", label=label)
-        right.fill_between(ratio, gap.min(1), gap.max(1), color=right.lines[-1].get_color(), alpha=0.2, linewidth=0)
+        left.plot(ratio, np.median(emp, 1), marker="o", color=color, label=label)
+        right.plot(ratio, np.median(gap, 1), marker="o", color=color, label=label)
+        right.fill_between(ratio, gap.min(1), gap.max(1), color=color, alpha=0.2, linewidth=0)
     left.axhline(noise_var, color="k", linestyle="--", label="noise variance")
     left.set(xscale="log", xlabel="$T / N^2$", ylabel="risk on the pool")
     left.set_ylim(bottom=0)
@@ -601,7 +913,7 @@ def plot_pretraining_sets(curves: PretrainingCurves, *, noise_var: NonNegative) 
     left.legend(loc="lower right")  # the curves rise to the upper right
     right.legend(handles=[line])
     fig.tight_layout()
-    return fig
+    return tidy(fig)
 
 
 @checked
@@ -624,11 +936,20 @@ def plot_learner_comparison(ns: LogGrid, panels: Named) -> Figure:
     ns = np.asarray(ns, dtype=float)
     fig, axes = plt.subplots(1, len(panels), figsize=_size(3.4 * len(panels), 4.2), sharey=True, squeeze=False)
     for ax, (title, (exact, monte_carlo)) in zip(axes[0], panels.items()):
+        colors = dict(zip([*exact, *monte_carlo], colors_for([*exact, *monte_carlo])))
         for name, curve in exact.items():
-            _seed_curve(ax, ns, curve, name)
+            _seed_curve(ax, ns, curve, name, colors[name])
         for name, v in monte_carlo.items():
             v = np.asarray(v)
-            ax.errorbar(ns, v[:, 0], yerr=1.96 * v[:, 1], marker="o", capsize=3, label=name)
+            ax.errorbar(
+                ns,
+                v[:, 0],
+                yerr=1.96 * v[:, 1],
+                marker="o",
+                capsize=3,
+                label=name,
+                **method_style(name) | {"color": colors[name]},
+            )
         ax.set_title(title)
         _context_axis(ax, ns)
     axes[0, 0].set_ylabel("excess ICL risk")
@@ -636,7 +957,7 @@ def plot_learner_comparison(ns: LogGrid, panels: Named) -> Figure:
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2)
     fig.tight_layout(rect=(0, 0.7 / fig.get_figheight(), 1, 1))  # about 0.7 in for two rows of legend
-    return fig
+    return tidy(fig)
 
 
 @checked
@@ -644,8 +965,8 @@ def plot_task_diversity(
     ms: LogGrid, risks: Named, *, gaussian_best: Positive, bayes: Positive, ylim: LogLimits = (1e-4, 5)
 ) -> Figure:
     """Excess ICL risk against the number ``M`` of tasks in the pretraining pool (``ms``), one line per entry of
-    ``risks`` (name to shape ``(len(ms),)``; a name containing "attention" is drawn in blue with circles, any other
-    in red with squares; "new" solid, else dotted), with the best attention and the Bayes risk under the Gaussian
+    ``risks`` (name to shape ``(len(ms),)``, in its method's colour; a name containing "attention" with circles, any
+    other with squares; "new" solid, else dotted), with the best attention and the Bayes risk under the Gaussian
     prior dashed. Returns the figure."""
     for name, values in risks.items():
         _curve(f"risks[{name!r}]", values, (len(ms),), log=True)
@@ -654,7 +975,7 @@ def plot_task_diversity(
         k: dict(
             marker="o" if "attention" in k else "s",
             linestyle="-" if "new" in k else ":",
-            color="C0" if "attention" in k else "C3",
+            color=method_color(k) or PALETTE[0],
         )
         for k in risks
     }
@@ -668,18 +989,20 @@ def plot_task_diversity(
         logy=True,
         styles=styles,
     )
-    ax.axhline(gaussian_best, color="C0", linestyle="--", linewidth=1, label="best attention, Gaussian prior")
-    ax.axhline(bayes, color="C2", linestyle="--", linewidth=1, label="Bayes, Gaussian prior")
+    ax.axhline(
+        gaussian_best,
+        color=method_color("attention"),
+        linestyle="--",
+        linewidth=1,
+        label="best attention, Gaussian prior",
+    )
+    ax.axhline(bayes, color=method_color("Bayes"), linestyle="--", linewidth=1, label="Bayes, Gaussian prior")
     ax.set_ylim(*ylim)
     ax.legend()
-    return fig
+    return tidy(fig)
 
 
-# ---- Chapter 2: mean-field optimization --------------------------------------
-#: The mean-field models' colours (attention, static, modified), the same in every panel.
-MODEL_COLORS = {"attention": PALETTE[0], "static": PALETTE[1], "modified": PALETTE[2]}
-
-
+# ---- Chapter 3: mean-field optimization --------------------------------------
 def _median_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
     """A line for ``values`` (``(len(xs),)``), or for several students ``(len(xs), S)`` their median with the
     range over students as a band."""
@@ -711,14 +1034,14 @@ def plot_model_losses(
     modified model is dashed, since it often runs on top of the static one."""
     _losses("losses", steps, losses)
     ax = ax if ax is not None else plt.gca()
-    for i, (name, values) in enumerate(losses.items()):
-        color = MODEL_COLORS.get(name, PALETTE[(3 + i) % len(PALETTE)])
+    for (name, values), color in zip(losses.items(), colors_for(list(losses))):
         _median_band(ax, steps, values, color=color, linestyle="--" if name == "modified" else "-", label=name)
     ax.set(xlabel="gradient step", ylabel=ylabel)
     log_y(ax)
     if title is not None:
         ax.set_title(title)
     ax.legend()
+    tidy(ax.figure)
     return ax
 
 
@@ -743,16 +1066,10 @@ def plot_escape_times(
     positive = noise[noise > 0]
     exact = positive.min() * 1e-4 if positive.size else 1.0
     xs = np.where(noise > 0, noise, exact)
-    for i, (name, values) in enumerate(escapes.items()):
+    for (name, values), color in zip(escapes.items(), colors_for(list(escapes))):
         values = np.minimum(np.asarray(values, dtype=float), steps)
         ax.plot(
-            xs,
-            values,
-            marker="o",
-            color=MODEL_COLORS.get(name, PALETTE[(3 + i) % len(PALETTE)]),
-            label=name,
-            markersize=4,
-            linestyle="--" if name == "modified" else "-",
+            xs, values, marker="o", color=color, label=name, markersize=4, linestyle="--" if name == "modified" else "-"
         )
     ax.axhline(steps, color="0.6", linewidth=1)
     ax.set_xscale("log")
@@ -764,6 +1081,7 @@ def plot_escape_times(
     if title is not None:
         ax.set_title(title)
     ax.legend()
+    tidy(ax.figure)
     return ax
 
 
@@ -774,9 +1092,8 @@ def plot_escape_by_variant(escapes: Named, *, steps: Count, ax: Axes | None = No
     with the median as a bar."""
     _escapes("escapes", escapes, "S")
     ax = ax if ax is not None else plt.gca()
-    for i, (name, values) in enumerate(escapes.items()):
+    for i, (values, color) in enumerate(zip(escapes.values(), colors_for(list(escapes)))):
         values = np.minimum(np.asarray(values, dtype=float), steps)
-        color = MODEL_COLORS.get(name, PALETTE[(3 + i) % len(PALETTE)])
         jitter = np.linspace(-0.12, 0.12, len(values)) if len(values) > 1 else np.zeros(1)
         ax.plot(i + jitter, values, "o", color=color, markersize=4, alpha=0.8)
         ax.plot([i - 0.25, i + 0.25], [np.median(values)] * 2, color=color, linewidth=2)
@@ -809,12 +1126,12 @@ def plot_mean_field_training(
     _escapes("escapes_by_noise", escapes_by_noise, len(noise))
     _escapes("escapes_at_saddle", escapes_at_saddle, "S")
     fig, axes = plt.subplots(2, 2, figsize=_size(*figsize))
-    plot_model_losses(steps, losses_a, ax=axes[0, 0], title="(a) teacher of rank k")
-    plot_model_losses(steps, losses_b, ax=axes[0, 1], title="(b) rank k - 1, random start")
+    plot_model_losses(steps, losses_a, ax=axes[0, 0], title="(a) teacher of rank $k$")
+    plot_model_losses(steps, losses_b, ax=axes[0, 1], title="(b) rank $k - 1$, random start")
     plot_escape_times(noise, escapes_by_noise, steps=saddle_steps, ax=axes[1, 0], title="(b) near a saddle")
     plot_escape_by_variant(escapes_at_saddle, steps=saddle_steps, ax=axes[1, 1], title="(b) exactly at the saddle")
     fig.tight_layout()
-    return fig
+    return tidy(fig)
 
 
 @checked
@@ -830,8 +1147,9 @@ def plot_readout_errors(
 ) -> Figure:
     """One panel per task (the keys of ``learned``, in rows of ``columns`` panels; default one row): the relative
     error of the best readout from the learned features along training (``learned[task]``, ``(len(steps),)`` or
-    ``(len(steps), S)`` for ``S`` students, then their median and range), the range over random feature maps (a
-    grey band, ``random[task]`` of any length) and the teacher's features (``teacher[task]``, dashed)."""
+    ``(len(steps), S)`` for ``S`` students, then their median and range), the range over random feature maps
+    (``random[task]`` of any length, a grey bar beside the run with its median marked; a log y axis when the values
+    span more than a factor of 3) and the teacher's features (``teacher[task]``, dashed)."""
     if set(random) != set(learned) or set(teacher) != set(learned):
         raise ValueError("learned, random and teacher must name the same tasks")
     for name in learned:
@@ -843,17 +1161,32 @@ def plot_readout_errors(
     fig, axes = plt.subplots(rows, min(columns, len(learned)), figsize=_size(*size), squeeze=False)
     for ax in axes.flat[len(learned) :]:
         ax.set_visible(False)
+    steps = np.asarray(steps, dtype=float)
+    aside = steps[-1] + 0.06 * (steps[-1] - steps[0])  # the random maps' range, beside the run it is compared with
     for ax, name in zip(axes.flat, learned):
-        _median_band(ax, steps, learned[name], color=MODEL_COLORS["static"], label="learned features")
-        ax.axhspan(np.min(random[name]), np.max(random[name]), color="0.8", label="random features")
-        ax.axhline(teacher[name], color="k", linestyle="--", linewidth=1, label="teacher features")
+        _median_band(ax, steps, learned[name], color=method_color("static"), label="learned features")
+        spread = np.asarray(random[name], dtype=float).ravel()
+        middle = np.median(spread)
+        ax.errorbar(
+            [aside],
+            [middle],
+            yerr=[[middle - spread.min()], [spread.max() - middle]],
+            fmt="o",
+            color=method_color("random features"),
+            capsize=4,
+            label="random features",
+        )
+        ax.axhline(teacher[name], color=method_color("teacher"), linestyle="--", linewidth=1, label="teacher features")
         ax.set(xlabel="gradient step", ylabel="relative test error", title=f"task {(titles or {}).get(name, name)}")
+        drawn = np.concatenate([np.ravel(learned[name]), spread, [teacher[name]]])
+        if drawn.min() > 0 and drawn.max() / drawn.min() > 3:
+            log_y(ax)
         ax.legend()
     fig.tight_layout()
-    return fig
+    return tidy(fig)
 
 
-# ---- Chapter 3: one-step GD feature learning ---------------------------------
+# ---- Chapter 4: one-step GD feature learning ---------------------------------
 Shares = describe(
     Annotated[Sequence | np.ndarray, Is[lambda v: _grid(v) and np.min(v) >= 0 and np.max(v) <= 1]],
     "a sequence or array",
@@ -872,8 +1205,8 @@ def plot_subspace_mass(
     ylabel: str = r"$\|W U\|_F^2 / \|W\|_F^2$",
 ) -> FigureBase:
     """Paired bars, one pair per setting (``labels``): the share of the first-layer weights' squared norm that lies
-    in the hidden subspace at initialization (grey) and after training (blue). ``initial`` and ``trained`` hold one
-    share in ``[0, 1]`` per label."""
+    in the hidden subspace at initialization (grey) and after training (the model's blue). ``initial`` and ``trained``
+    hold one share in ``[0, 1]`` per label."""
     if not len(labels) == len(initial) == len(trained) or not len(labels):
         raise ValueError(
             f"labels, initial and trained must have the same non-zero length, got "
@@ -882,13 +1215,13 @@ def plot_subspace_mass(
     if ax is None:
         _, ax = plt.subplots(figsize=_size(6.5, 3.8))
     xs = np.arange(len(labels))
-    ax.bar(xs - 0.18, initial, width=0.36, color="0.7", label="initialization")
-    ax.bar(xs + 0.18, trained, width=0.36, color=PALETTE[0], label=trained_label)
+    ax.bar(xs - 0.18, initial, width=0.36, color=method_color("initialization"), label="initialization")
+    ax.bar(xs + 0.18, trained, width=0.36, color=method_color("transformer"), label=trained_label)
     ax.set_xticks(xs, list(labels))
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, 1)
     ax.legend()
-    return ax.figure
+    return tidy(ax.figure)
 
 
 def _seed_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
@@ -922,26 +1255,26 @@ def plot_floor_by_width(
 ) -> FigureBase:
     """A model's floor (its risk with an infinitely long prompt) against its width ``m``, on log-log axes: one line
     per way of setting the first layer (``floors[name]`` of shape ``(seeds, len(widths))``; median and range),
-    horizontal reference levels (``reference``, e.g. the prompt-free risk) and single models as black markers
-    (``points[name] = (width, floor)``)."""
+    horizontal reference levels (``reference``, e.g. the prompt-free risk) and single models as markers in their
+    method's colour (``points[name] = (width, floor)``)."""
     widths = np.asarray(widths, dtype=float)
     for name, values in floors.items():
         _curve(f"floors[{name!r}]", values, ("seeds", widths.size), log=True)
     if ax is None:
         _, ax = plt.subplots(figsize=_size(6.4, 3.8))
-    for (name, values), color in zip(floors.items(), PALETTE):
+    for (name, values), color in zip(floors.items(), colors_for(list(floors))):
         values = np.asarray(values, dtype=float)
         _seed_band(ax, widths, values, color=color, label=name)
     _reference_lines(ax, reference)
     for (name, (width, value)), marker in zip((points or {}).items(), itertools.cycle("D^s")):
-        ax.plot([width], [value], marker=marker, color="black", linestyle="none", label=name)
+        ax.plot([width], [value], marker=marker, color=method_color(name) or "k", linestyle="none", label=name)
     ax.set_xscale("log", base=2)
     ax.set_xticks(widths, [f"{w:g}" for w in widths])
     log_y(ax)
     ax.set_xlabel("width $m$")
     ax.set_ylabel("floor (risk as $n^* \\to \\infty$)")
     ax.legend(loc="lower left")
-    return ax.figure
+    return tidy(ax.figure)
 
 
 @checked
@@ -959,15 +1292,16 @@ def plot_risk_against_examples(
     """Test error against the number of in-context examples ``n*`` (log-log), in two panels one above the other.
 
     Top, subspace dimension ``rank``: ``by_dim`` maps an ambient dimension ``d`` to the pretrained model's risks,
-    shape ``(seeds, len(ns))`` (median solid, range over seeds as a band, one :data:`PALETTE` colour per ``d``);
-    ``baselines`` maps a prompt-only learner's name to ``{d: (its ns, its risks)}``, dashed for the first learner,
-    dotted for the second, in the colour of ``d``; ``target`` is a grey dotted level. Bottom, ``d = rank_dim``:
-    ``by_rank`` maps ``r`` to risks as ``by_dim``. ``prompt_free`` maps ``r`` to the risk of the prompt-free
-    predictor ``E[y | x]``, drawn as a dash-dotted level in each ``r``'s colour (black at the top).
+    shape ``(seeds, len(ns))`` (median solid, range over seeds as a band); ``baselines`` maps a prompt-only
+    learner's name to ``{d: (its ns, its risks)}``, dashed for the first learner, dotted for the second. Each
+    learner has its method's colour (:data:`METHODS`), darkest at the smallest ``d`` and lighter as ``d`` grows;
+    ``target`` is a grey dotted level. Bottom, ``d = rank_dim``: ``by_rank`` maps ``r`` to risks as ``by_dim``,
+    in shades of the model's colour. ``prompt_free`` maps ``r`` to the risk of the prompt-free predictor
+    ``E[y | x]``, drawn as a dash-dotted level (in the shade of each ``r`` at the bottom).
     """
     baselines = baselines or {}
-    if len(by_dim) > len(PALETTE) or len(by_rank) > len(PALETTE) or len(baselines) > 2:
-        raise ValueError(f"at most {len(PALETTE)} dimensions, {len(PALETTE)} ranks and 2 baselines can be drawn")
+    if len(by_dim) > 4 or len(by_rank) > 4 or len(baselines) > 2:
+        raise ValueError("at most 4 dimensions, 4 ranks and 2 baselines can be told apart")
     for name, curves in {"by_dim": by_dim, "by_rank": by_rank}.items():
         for key, v in curves.items():
             _curve(f"{name}[{key!r}] (one risk per n in ns)", v, (len(ns),), ("seeds", len(ns)), log=True)
@@ -980,34 +1314,38 @@ def plot_risk_against_examples(
     # one above the other: the first panel's legend (every dimension and learner) needs the column's width
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 8.2), sharey=True)
     x = np.asarray(ns, dtype=float)
-    styles = dict(zip(baselines, ("--", ":")))
-    for (d, values), color in zip(by_dim.items(), PALETTE):
-        _seed_band(ax1, x, values, color=color)
+    styles = {"pretrained": "-", **dict(zip(baselines, ("--", ":")))}
+    model = method_color("pretrained")
+    colors = {name: method_color(name) or PALETTE[i] for i, name in enumerate(styles)}
+    for j, (d, values) in enumerate(by_dim.items()):
+        _seed_band(ax1, x, values, color=shade(model, j, len(by_dim)))
         for name, curves in baselines.items():
             if d in curves:
-                ax1.plot(*curves[d], styles[name], color=color)
-    ax1.axhline(prompt_free[rank], color="k", linestyle="-.", linewidth=1)
+                ax1.plot(*curves[d], styles[name], color=shade(colors[name], j, len(by_dim)))
+    free = method_color("prompt-free")
+    ax1.axhline(prompt_free[rank], color=free, linestyle="-.", linewidth=1)
     if target is not None:
         ax1.axhline(target, color="0.5", linestyle=":", linewidth=1)
-    # One legend entry per colour (d) and per line style (learner), not one per curve.
-    handles = [Line2D([], [], color=c, label=f"d = {d}") for d, c in zip(by_dim, PALETTE)]
+    # One legend entry per learner (colour and line style) and per d (shade), not one per curve.
+    handles = [Line2D([], [], color=colors[name], linestyle=ls, label=name) for name, ls in styles.items()]
     handles += [
-        Line2D([], [], color="k", linestyle=ls, label=name) for name, ls in {"pretrained": "-", **styles}.items()
+        Line2D([], [], color=shade("#444444", j, len(by_dim)), label=f"$d = {d}$") for j, d in enumerate(by_dim)
     ]
-    handles.append(Line2D([], [], color="k", linestyle="-.", linewidth=1, label="prompt-free E[y|x]"))
+    handles.append(Line2D([], [], color=free, linestyle="-.", linewidth=1, label=r"prompt-free $\mathbb{E}[y|x]$"))
     if target is not None:
         handles.append(Line2D([], [], color="0.5", linestyle=":", linewidth=1, label="target"))
-    ax1.set_title(f"r = {rank}")
-    for (r, values), color in zip(by_rank.items(), PALETTE):
-        _seed_band(ax2, x, values, color=color, label=f"r={r}")
+    ax1.set_title(f"$r = {rank}$; dark to light: $d = {', '.join(str(d) for d in by_dim)}$")
+    for j, (r, values) in enumerate(by_rank.items()):
+        color = shade(model, j, len(by_rank))
+        _seed_band(ax2, x, values, color=color, label=f"$r = {r}$")
         ax2.axhline(prompt_free[r], color=color, linestyle="-.", linewidth=1)
-    ax2.set_title(f"pretrained, d = {rank_dim} (dash-dot: E[y|x])")
+    ax2.set_title(f"pretrained, $d = {rank_dim}$ (dash-dot: $\\mathbb{{E}}[y|x]$ at each $r$)")
     for ax in (ax1, ax2):
         ax.set(xscale="log", yscale="log", xlabel="in-context examples $n^*$", ylabel="test squared error")
     ax1.legend(handles=handles, ncol=2, loc="lower left")
     ax2.legend()
     fig.tight_layout()
-    return fig
+    return tidy(fig)
 
 
 @checked
@@ -1027,7 +1365,7 @@ def plot_subspace_recovery(
         _curve(f"mass_by_dim[{d}] (one column per T1 of tasks_by_dim[{d}])", masses, (n,), ("seeds", n))
     fig, axes = plt.subplots(1, len(exponents), figsize=_size(FIGURE_WIDTH, 3.4), sharey=True, squeeze=False)
     for ax, a in zip(axes[0], exponents):
-        for (d, t1), color in zip(tasks_by_dim.items(), PALETTE):
+        for (d, t1), color in zip(tasks_by_dim.items(), series_colors(len(tasks_by_dim))):
             _seed_band(
                 ax,
                 np.asarray(t1, dtype=float) / d**a,
@@ -1035,7 +1373,7 @@ def plot_subspace_recovery(
                 color=color,
                 marker="o",
                 markersize=3,
-                label=f"d = {d}",
+                label=f"$d = {d}$",
             )
         if level is not None:
             ax.axhline(level, color="0.5", linestyle=":", linewidth=1)
@@ -1043,7 +1381,7 @@ def plot_subspace_recovery(
         ax.legend()
     axes[0, 0].set_ylabel("mass of $W$ in $\\mathcal{S}$")
     fig.tight_layout()
-    return fig
+    return tidy(fig)
 
 
 Complexities = describe(
@@ -1068,14 +1406,13 @@ def plot_sample_complexity(
     fig, axes = plt.subplots(1, len(panels), figsize=_size(FIGURE_WIDTH, 3.4), squeeze=False)
     for ax, (title, (xs, curves)) in zip(axes[0], panels.items()):
         xs = np.asarray(xs, dtype=float)
-        for i, (name, values) in enumerate(curves.items()):
+        for (name, values), color in zip(curves.items(), colors_for(list(curves))):
             values = np.asarray(values, dtype=float).reshape(len(xs), -1)
             values = np.where(np.isfinite(values), values, np.nan)  # a learner that never reached: no marker
             label = name
             exponent = (slopes or {}).get(title, {}).get(name)
             if exponent is not None:
                 label = f"{name} (slope {exponent:.2f})"
-            color = PALETTE[i % len(PALETTE)]
             ax.plot(xs, values[:, 0], "-o", color=color, label=label)
             if values.shape[1] == 3:
                 ax.errorbar(
@@ -1091,7 +1428,7 @@ def plot_sample_complexity(
         ax.minorticks_off()
         ax.legend(fontsize=9)
     fig.tight_layout()
-    return fig
+    return tidy(fig)
 
 
 ErrorPanels = describe(
@@ -1135,16 +1472,16 @@ def plot_error_panels(
                 ax.plot([mark_x], [mark_y], "x", color=line.get_color(), markersize=9)
         ax.set_title(title)
     fig.tight_layout()
-    return fig
+    return tidy(fig)
 
 
-# ---- Chapter 4: linear transformer blocks ------------------------------------
-#: Trained models as markers, closed-form optima dotted; attention alone red, with the MLP (GD-beta) blue.
+# ---- Chapter 5: linear transformer blocks ------------------------------------
+#: Trained models as markers, closed-form optima dotted, each in its method's colour.
 SIGNAL_STYLES = {
-    "LSA": {"marker": "o", "color": PALETTE[2]},
-    "LTB": {"marker": "s", "color": PALETTE[0]},
-    "best GD-0": {"linestyle": ":", "color": PALETTE[2]},
-    "best GD-β": {"linestyle": ":", "color": PALETTE[0]},
+    "LSA": {"marker": "o", "color": method_color("LSA")},
+    "LTB": {"marker": "s", "color": method_color("LTB")},
+    "best GD-0": {"linestyle": ":", "color": method_color("GD-0")},
+    "best GD-β": {"linestyle": ":", "color": method_color("GD-β")},
 }
 
 
@@ -1174,8 +1511,9 @@ def plot_risk_against_signal(
         ylabel="ICL risk",
     )
     if bayes is not None:
-        ax.axhline(bayes, linestyle="--", color="0.4", label="Bayes")
+        ax.axhline(bayes, linestyle="--", color=method_color("Bayes"), label="Bayes")
     ax.legend()
+    tidy(ax.figure)
     return ax
 
 
@@ -1207,7 +1545,13 @@ def plot_gd_beta_reading(
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=_size(6.4, 8.4))
     pred_read, pred_ltb = pred_read[:k].detach().cpu(), pred_ltb[:k].detach().cpu()
     _scatter_on_diagonal(
-        ax1, pred_read, pred_ltb, [pred_ltb.min().item(), pred_ltb.max().item()], s=4, alpha=0.5, color=PALETTE[0]
+        ax1,
+        pred_read,
+        pred_ltb,
+        [pred_ltb.min().item(), pred_ltb.max().item()],
+        s=4,
+        alpha=0.5,
+        color=method_color("LTB"),
     )
     ax1.set(xlabel="GD-β read off the LTB", ylabel="trained LTB")
     true = [gamma_star.detach().cpu().flatten()]
@@ -1219,15 +1563,17 @@ def plot_gd_beta_reading(
     lims = [min(everything.min().item(), 0.0), everything.max().item()]
     # Γ* of an isotropic task has two distinct entries (diagonal, off-diagonal), so many points coincide: the
     # legend counts them, and hollow markers show the spread of the read entries around each.
+    gamma_color, beta_color = series_colors(2)
     ax2.scatter(
-        true[0], read[0], s=60, facecolors="none", edgecolors=PALETTE[2], label=f"entries of Γ ({len(true[0])})"
+        true[0], read[0], s=60, facecolors="none", edgecolors=gamma_color, label=f"entries of Γ ({len(true[0])})"
     )
     if beta_star is not None:
-        ax2.scatter(true[1], read[1], s=30, marker="s", color=PALETTE[1], label=f"entries of β₀ ({len(true[1])})")
+        ax2.scatter(true[1], read[1], s=30, marker="s", color=beta_color, label=f"entries of β₀ ({len(true[1])})")
     ax2.plot(lims, lims, "--", color="0.4", label="equal")
     ax2.legend()
     ax2.set(xlabel=r"optimum: $\Gamma^*$ and $\beta^*$ (closed form)", ylabel="read off the LTB")
-    return fig
+    fig.tight_layout()
+    return tidy(fig)
 
 
 @checked
@@ -1245,7 +1591,8 @@ def plot_gap_scaling(
     """The approximation gap scaled as ``n * gap / ||beta*||^2`` against ``n`` (log x): flat where the gap falls like
     ``||beta*||^2 / n``. ``trained[norm]`` holds the gaps of the LSAs called ``label``, shape ``(seeds, len(ns))``
     (median drawn, range as error bars) or ``(len(ns),)``; ``closed[norm]`` a closed-form gap per ``n`` (line);
-    ``control[norm]`` the gaps of a control (dashed, ``control_label``); ``limit`` a dotted horizontal level (the
+    ``control[norm]`` the gaps of a control (grey dashed, ``control_label``). The LSAs and their closed forms are shades
+    of ``label``'s method colour, dark to light in the order of the norms; ``limit`` a dotted horizontal level (the
     large-``n`` limit)."""
     ns = np.asarray(ns, dtype=float)
     for norm, gaps in trained.items():
@@ -1259,7 +1606,9 @@ def plot_gap_scaling(
                 _curve(f"{name}[{norm}]", curves[norm], (len(ns),), log=True)
     if ax is None:
         _, ax = plt.subplots(figsize=_size(6.4, 4.2))
-    for (norm, gaps), color in zip(trained.items(), PALETTE):
+    for j, (norm, gaps) in enumerate(trained.items()):
+        color = shade(method_color(label) or PALETTE[0], j, len(trained))
+        gray = shade(method_color("control"), j, len(trained))
         gaps = np.atleast_2d(np.asarray(gaps, dtype=float))
         scaled = gaps * ns / norm**2
         mid = np.median(scaled, axis=0)
@@ -1274,10 +1623,10 @@ def plot_gap_scaling(
         )
         ax.plot(ns, np.asarray(closed[norm]) * ns / norm**2, "-", color=color, alpha=0.7)
         if control is not None and norm in control:
-            ax.plot(ns, np.asarray(control[norm]) * ns / norm**2, "--", color=color, alpha=0.7)
-    ax.plot([], [], "-", color="0.4", label="best GD-0, closed form")
+            ax.plot(ns, np.asarray(control[norm]) * ns / norm**2, "--", color=gray)
+    ax.plot([], [], "-", color="0.4", label="closed form, each norm")
     if control is not None:
-        ax.plot([], [], "--", color="0.4", label=control_label)
+        ax.plot([], [], "--", color=method_color("control"), label=control_label)
     if limit is not None:
         ax.axhline(limit, linestyle=":", color="0.4", label=f"limit {limit:g}")
     ax.set_xscale("log")
@@ -1286,6 +1635,7 @@ def plot_gap_scaling(
     log_y(ax)  # a control that grows like n would flatten the measured curves on a linear axis
     ax.set(xlabel="number of context examples $n$", ylabel=r"$n \times$ gap $/ \|\beta^*\|^2$")
     ax.legend()
+    tidy(ax.figure)
     return ax
 
 
@@ -1293,11 +1643,12 @@ def plot_gap_scaling(
 def plot_risk_ratios_against_n(
     ns: LogGrid, ratios: Mapping, *, snrs: Reals, linestyles: Mapping[str, str] | None = None, ax: Axes | None = None
 ) -> Axes:
-    """ICL risk relative to the Bayes risk against the number of context examples, on log-log axes: one colour per
-    signal-to-noise ratio in ``snrs``, one line style per method (``linestyles``, name to style; default GD-β
-    solid with markers, GD-0 dotted, GD++ dashed). ``ratios[snr, n][method]`` is the ratio at ``n`` in ``ns``."""
-    if len(snrs) > len(PALETTE):
-        raise ValueError(f"at most {len(PALETTE)} signal-to-noise ratios can be told apart, got {len(snrs)}")
+    """ICL risk relative to the Bayes risk against the number of context examples, on log-log axes: each method
+    in its colour and line style (``linestyles``, name to style; default GD-β solid with markers, GD-0 dotted, GD++
+    dashed), dark to light over the signal-to-noise ratios ``snrs``. ``ratios[snr, n][method]`` is the ratio at ``n`` in
+    ``ns``."""
+    if len(snrs) > 4:
+        raise ValueError(f"at most 4 signal-to-noise ratios can be told apart, got {len(snrs)}")
     linestyles = {"GD-β": "-", "GD-0": ":", "GD++": "--"} if linestyles is None else linestyles
     missing = [(snr, m) for snr in snrs for m in ns if not _holds(ratios.get((snr, m)), *linestyles)]
     if missing:
@@ -1306,10 +1657,11 @@ def plot_risk_ratios_against_n(
         _, ax = plt.subplots(figsize=_size(8, 4.5))
     ns = np.asarray(ns)
     series, styles = {}, {}
-    for snr, color in zip(snrs, PALETTE):
+    for j, snr in enumerate(snrs):
         for i, (method, style) in enumerate(linestyles.items()):
             label = f"{method}, SNR {snr:g}"
             series[label] = np.array([ratios[snr, m][method] for m in ns])
+            color = shade(method_color(method) or PALETTE[i], j, len(snrs))
             styles[label] = {"color": color, "linestyle": style, "marker": "o" if i == 0 else None}
     plot_lines(
         ns,
@@ -1329,6 +1681,7 @@ def plot_risk_ratios_against_n(
         ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
     ax.minorticks_off()
     ax.legend(ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    tidy(ax.figure)
     return ax
 
 
@@ -1351,16 +1704,16 @@ def plot_gd_records(histories: Descents, *, keys: Keys, logy: bool = True, width
     # constrained layout: a log axis's tick labels would run into the next panel's y label
     fig, axes = plt.subplots(1, len(keys), figsize=_size(width * len(keys), 4), squeeze=False, layout="constrained")
     for ax, key in zip(axes[0], keys):
-        for name, hist in histories.items():
-            ax.plot(hist.steps, hist.records[key], label=name)
+        for (name, hist), color in zip(histories.items(), colors_for(list(histories))):
+            ax.plot(hist.steps, hist.records[key], color=color, label=name)
         ax.set(xlabel="gradient-descent step", ylabel=key)
         if logy:
             log_y(ax)
         ax.legend()
-    return fig
+    return tidy(fig)
 
 
-# ---- Chapter 5: softmax stage-wise convergence -------------------------------
+# ---- Chapter 6: softmax stage-wise convergence -------------------------------
 FeatureRuns = describe(
     Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_feature_run(h) for h in m.values())]],
     "a mapping",
@@ -1373,7 +1726,7 @@ def plot_feature_errors(histories: FeatureRuns, *, level: Positive | None = None
     """Per-feature prediction error ``L_k`` against gradient-descent step, one panel per run (shared log y axis).
 
     ``histories`` maps a panel title to a :class:`~icl_utils.gd.GDHistory` with ``steps`` of shape ``(T,)`` and
-    ``records["loss_k"]`` of shape ``(T, K)``. Feature 1 (the dominant one) is a thick blue line, the others
+    ``records["loss_k"]`` of shape ``(T, K)``. Feature 1 (the dominant one) is a thick dark line, the others
     shades of orange; ``level`` draws a dashed horizontal line (the error at which a feature counts as learned).
     """
     fig, axes = plt.subplots(1, len(histories), figsize=_size(5.5 * len(histories), 4), sharey=True, squeeze=False)
@@ -1382,7 +1735,7 @@ def plot_feature_errors(histories: FeatureRuns, *, level: Positive | None = None
         n = loss_k.shape[1]
         series = {f"$L_{{{k + 1}}}$": loss_k[:, k] for k in range(n)}
         styles = {
-            name: {"color": PALETTE[0], "linewidth": 2.5}
+            name: {"color": PALETTE[0], "linewidth": 2.5}  # the dominant feature
             if k == 0
             else {"color": plt.cm.Oranges(0.35 + 0.6 * k / n), "linewidth": 1.2}
             for k, name in enumerate(series)
@@ -1392,7 +1745,8 @@ def plot_feature_errors(histories: FeatureRuns, *, level: Positive | None = None
             ax.axhline(level, linestyle="--", color="0.5", linewidth=1)
         ax.set_title(title)
         ax.legend(ncol=2)
-    return fig
+    fig.tight_layout()
+    return tidy(fig)
 
 
 @checked
@@ -1406,7 +1760,7 @@ def plot_attention_snapshots(steps: Grid, attn: Sequence | np.ndarray, *, at: Gr
         1, len(picks), figsize=_size(3.5 * len(picks), 3.6), constrained_layout=True, squeeze=False
     )
     plot_attention_heatmaps([attn[i] for i in picks], [f"step {steps[i]}" for i in picks], axes=axes[0])
-    return fig
+    return tidy(fig)
 
 
 PhaseEnds = describe(
@@ -1421,9 +1775,10 @@ def plot_phase_weights(
     steps: Grid, w: Sequence | np.ndarray, *, feature: Size, other: Size, boundaries: PhaseEnds
 ) -> Figure:
     """The bilinear weights of an under-represented feature ``k = feature`` (0-based) against step: ``A_k`` (to
-    its own feature), ``B_{k,1}`` (to the dominant feature 0) and ``B_{k,m}`` (to feature ``m = other``), with
-    the four phases shaded and labelled I-IV. ``steps``: shape ``(T,)``; ``w``: shape ``(T, K, K)`` with
-    ``w[t, m, k] = v_m^T Q v_k``; ``boundaries``: the three steps that end phases I, II and III."""
+    its own feature), ``B_{k,1}`` (to the dominant feature 0) and ``B_{k,m}`` (to feature ``m = other``), with the four
+    phases shaded and labelled I-IV, and ``B_{k,m}`` enlarged in an inset until after it turns negative. ``steps``:
+    shape ``(T,)``; ``w``: shape ``(T, K, K)`` with ``w[t, m, k] = v_m^T Q v_k``; ``boundaries``: the three steps that
+    end phases I, II and III."""
     K = _curve("w", w, (len(steps), "K", "K")).shape[1]
     if max(feature, other) >= K:
         raise ValueError(f"feature and other must be < K = {K}, got {feature} and {other}")
@@ -1437,11 +1792,24 @@ def plot_phase_weights(
         ylabel="weight",
     )
     edges = np.minimum([0, *boundaries, steps[-1]], steps[-1])
-    for lo, hi, label, shade in zip(edges[:-1], edges[1:], ["I", "II", "III", "IV"], [0.95, 0.88, 0.95, 0.88]):
-        ax.axvspan(lo, hi, color=str(shade), zorder=0)
+    for lo, hi, label, grey in zip(edges[:-1], edges[1:], ["I", "II", "III", "IV"], [0.95, 0.88, 0.95, 0.88]):
+        ax.axvspan(lo, hi, color=str(grey), zorder=0)
         ax.text((lo + hi) / 2, ax.get_ylim()[1] * 0.92, label, ha="center")
     ax.set_xlim(0, steps[-1])
-    return fig
+    # B_{k,m} first rises a little, then falls: too small to see on the main axes, so enlarged in an inset
+    other_line = ax.lines[2]
+    b = w[:, m, k]
+    peak = int(np.argmax(b))
+    after = np.flatnonzero(b[peak:] < 0)
+    end = min(len(steps) - 1, int(1.5 * (peak + (after[0] if after.size else len(b) - peak))))
+    ax.legend(loc="center right")
+    inset = ax.inset_axes((0.28, 0.33, 0.42, 0.28))  # between A_k above and the B's below, left of the legend
+    inset.plot(steps[: end + 1], b[: end + 1], color=other_line.get_color())
+    inset.axhline(0, color="0.5", linewidth=0.8)
+    inset.set_title(f"{other_line.get_label()}, enlarged", fontsize=9)
+    inset.tick_params(labelsize=9)
+    fig.tight_layout()
+    return tidy(fig)
 
 
 ConvergencePanels = describe(
@@ -1471,19 +1839,11 @@ def plot_convergence_times(panels: ConvergencePanels) -> Figure:
     fig, axes = plt.subplots(1, len(panels), figsize=_size(5.5 * len(panels), 4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         x = np.asarray(panel["x"], dtype=float)
-        for i, (label, t) in enumerate(panel["times"].items()):
+        for (label, t), color in zip(panel["times"].items(), colors_for(list(panel["times"]))):
             xs, t = (np.asarray(t[0], dtype=float), t[1]) if isinstance(t, tuple) else (x, t)
             t = np.asarray(t, dtype=float)
             med = np.median(t, 1)
-            ax.errorbar(
-                xs,
-                med,
-                yerr=[med - t.min(1), t.max(1) - med],
-                fmt="o-",
-                color=PALETTE[i % len(PALETTE)],
-                capsize=3,
-                label=label,
-            )
+            ax.errorbar(xs, med, yerr=[med - t.min(1), t.max(1) - med], fmt="o-", color=color, capsize=3, label=label)
         for j, (label, b) in enumerate(panel.get("bounds", {}).items()):
             ax.plot(x, b, "--", color=str(0.2 + 0.25 * j), label=label)
         ax.set(
@@ -1496,7 +1856,7 @@ def plot_convergence_times(panels: ConvergencePanels) -> Figure:
         ax.minorticks_off()
         ax.legend()
     fig.tight_layout()
-    return fig
+    return tidy(fig)
 
 
 # ---- Appendix: performance -------------------------------------
@@ -1558,4 +1918,4 @@ def plot_training_speed(results: SpeedResults) -> Figure:
     for ax in axes:
         ax.legend(loc="upper left")
     fig.tight_layout()
-    return fig
+    return tidy(fig)

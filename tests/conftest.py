@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from needs import need
 
-from icl_utils.plotting import unreadable
+from icl_utils.plotting import off_style, unreadable
 
 
 @pytest.fixture
@@ -32,13 +32,14 @@ def _open(which) -> list[Figure]:
 
 @pytest.fixture(autouse=True)
 def figures_are_readable(monkeypatch):
-    """Every figure a test draws, which covers every figure function, fits the book's text column and has no text
-    under the house minimum (icl_utils.plotting.unreadable): checked when the test closes it, or at its end."""
+    """Every figure a test draws, which covers every figure function, fits the book's text column, has no text
+    under the house minimum (icl_utils.plotting.unreadable) and keeps the house style (off_style: legends off the
+    data, methods in their colours, log axes labelled): checked when the test closes it, or at its end."""
     found: list[str] = []
     close = plt.close
 
     def checked_close(which=None) -> None:
-        found.extend(p for fig in _open(which) for p in unreadable(fig))
+        found.extend(p for fig in _open(which) for p in [*unreadable(fig), *off_style(fig)])
         close(which)
 
     monkeypatch.setattr(plt, "close", checked_close)

@@ -213,17 +213,20 @@ def test_plot_feature_maps_draws_lines_seed_medians_with_ranges_and_the_rate():
 def test_plot_learner_comparison_draws_a_panel_per_setting_with_seed_medians_and_error_bars():
     ns = [16, 64]
     runs = np.array([[0.2, 0.1], [0.4, 0.3], [0.3, 0.05]])
-    panels = {
-        "d = 4": ({"exact": runs}, {"mc": np.array([[0.3, 0.01], [0.2, 0.01]])}),
-        "d = 16": ({"exact": np.array([0.2, 0.1])}, {"mc": np.array([[0.5, 0.01], [0.4, 0.01]])}),
-    }
+    mc = {"kernel ridge": np.array([[0.3, 0.01], [0.2, 0.01]]), "prompt mean": np.array([[0.5, 0.01], [0.4, 0.01]])}
+    panels = {"d = 4": ({"exact": runs}, mc), "d = 16": ({"exact": np.array([0.2, 0.1])}, mc)}
     fig = plotting.plot_learner_comparison(ns, panels)
     left, right = fig.axes
     (legend,) = fig.legends
-    assert [t.get_text() for t in legend.get_texts()] == ["exact", "mc"] and right.get_legend() is None
+    assert [t.get_text() for t in legend.get_texts()] == ["exact", "kernel ridge", "prompt mean"]
+    assert right.get_legend() is None
     assert [ax.get_title() for ax in fig.axes] == ["d = 4", "d = 16"]
     np.testing.assert_allclose(left.lines[0].get_ydata(), [0.3, 0.1])  # the median over the seeds
     assert len(left.collections) >= 1 and [t.get_text() for t in right.get_xticklabels()] == ["16", "64"]
+    # the learners in their methods' colours and line styles (the prompt-free predictor dash-dotted)
+    drawn = {c.get_label(): c.lines[0] for c in left.containers}  # an error bar's label is on its container
+    assert drawn["kernel ridge"].get_color() == plotting.method_color("kernel ridge")
+    assert drawn["prompt mean"].get_linestyle() == "-."
     plt.close(fig)
     with pytest.raises(ValueError, match=r"panels\['d'\]\[1\]\['mc'\] \(mean and standard error\)"):
         plotting.plot_learner_comparison(ns, {"d": ({}, {"mc": np.array([0.3, 0.2])})})

@@ -10,13 +10,14 @@ import pytest
 import torch
 
 from icl_utils.plotting import (
-    PALETTE,
+    method_color,
     plot_error_panels,
     plot_floor_by_width,
     plot_risk_against_examples,
     plot_sample_complexity,
     plot_subspace_mass,
     plot_subspace_recovery,
+    shade,
     unreadable,
 )
 from icl_utils.risk import (
@@ -131,8 +132,10 @@ def test_risk_against_examples_draws_seed_bands_baselines_and_prompt_free_levels
     np.testing.assert_allclose(left.lines[0].get_ydata(), [1.6, 0.9, 0.6])  # the median of two seeds
     assert len(left.collections) == 2 and len(right.collections) == 2  # a band per curve
     styles = [(line.get_linestyle(), line.get_color()) for line in left.lines]
-    assert ("--", PALETTE[1]) in styles and (":", PALETTE[0]) in styles  # kernel ridge at d=16, the net at d=8
-    assert (":", PALETTE[1]) not in styles  # the net was not given at d=16
+    ridge, net = method_color("kernel ridge"), method_color("two-layer net")
+    # each learner in its method's colour, lighter at the larger d: kernel ridge at d=16, the net at d=8
+    assert ("--", shade(ridge, 1, 2)) in styles and (":", shade(net, 0, 2)) in styles
+    assert (":", shade(net, 1, 2)) not in styles  # the net was not given at d=16
     np.testing.assert_allclose(left.lines[1].get_ydata(), [0.7, 0.5])
     flat = {
         line.get_ydata()[0]
@@ -141,7 +144,15 @@ def test_risk_against_examples_draws_seed_bands_baselines_and_prompt_free_levels
     }
     assert {0.65, 0.55} <= flat  # the prompt-free level of r = 2 and the target
     legend = [t.get_text() for t in left.get_legend().get_texts()]
-    assert legend == ["d = 8", "d = 16", "pretrained", "kernel ridge", "two-layer net", "prompt-free E[y|x]", "target"]
+    assert legend == [
+        "pretrained",
+        "kernel ridge",
+        "two-layer net",
+        "$d = 8$",
+        "$d = 16$",
+        r"prompt-free $\mathbb{E}[y|x]$",
+        "target",
+    ]
     levels = [line for line in right.lines if line.get_linestyle() == "-."]
     assert [line.get_ydata()[0] for line in levels] == [0.3, 0.65]
     assert levels[0].get_color() == right.lines[0].get_color()

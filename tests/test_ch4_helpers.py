@@ -14,11 +14,13 @@ from icl_utils.exact import best_gd_beta_risk, best_lsa_risk, gd_beta_risk, lsa_
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.models import LSA
 from icl_utils.plotting import (
+    method_color,
     plot_gap_scaling,
     plot_gd_beta_reading,
     plot_gd_records,
     plot_risk_against_signal,
     plot_risk_ratios_against_n,
+    shade,
 )
 from icl_utils.prompts import Prompt
 from icl_utils.tasks import LinearRegression
@@ -223,7 +225,9 @@ def test_plot_risk_ratios_against_n_draws_one_line_per_method_and_snr():
     ax = plot_risk_ratios_against_n(ns, ratios, snrs=snrs)
     assert len(ax.lines) == 6
     assert ax.lines[0].get_label() == "GD-β, SNR 0.5" and ax.lines[0].get_marker() == "o"
-    assert ax.lines[1].get_linestyle() == ":" and ax.lines[1].get_color() == ax.lines[0].get_color()
+    # each method in its colour, the second signal-to-noise ratio in a lighter shade of it
+    assert ax.lines[1].get_linestyle() == ":" and ax.lines[1].get_color() == method_color("GD-0")
+    assert ax.lines[3].get_color() == shade(ax.lines[0].get_color(), 1, 2)
     assert ax.lines[3].get_color() != ax.lines[0].get_color()
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["5", "10", "20"]

@@ -78,7 +78,7 @@ def test_training_loss_tells_its_reference_levels_apart_and_names_what_its_lines
     plot_training_loss({"LSA": hist}, ax=ax, reference={"a": 0.5, "b": 0.25}, runs="norms")
     styles = [line.get_linestyle() for line in ax.lines if line.get_label() in ("a", "b")]
     assert len(styles) == 2 and styles[0] != styles[1]
-    assert "LSA (4 norms)" in ax.get_legend_handles_labels()[1]
+    assert "LSA (4 norms, dark to light)" in ax.get_legend_handles_labels()[1]
     plt.close(fig)
 
 
@@ -112,3 +112,96 @@ def test_a_refused_argument_leaves_no_figure_behind():
     with pytest.raises(ValueError, match="one row per x value"):
         plotting.plot_convergence_times([{"x": [4, 8], "xlabel": "K", "times": {"T": np.ones((3, 2))}}])
     assert plt.get_fignums() == []
+
+
+# ---- the house style -------------------------------------------------------------------------------------------
+def test_each_method_has_one_colour_and_recurring_methods_take_its_shades():
+    assert plotting.method_color("Bayes (tuned ridge)") == plotting.method_color("Bayes oracle")  # not ridge's
+    assert plotting.method_color("additive kernel ridge") != plotting.method_color("kernel ridge")
+    assert plotting.method_color("kernel ridge") != plotting.method_color("Ridge, fixed λ = 1")
+    assert plotting.method_color("d = 8") is None
+    blue = plotting.method_color("pretrained")
+    colors = plotting.colors_for(["pretrained, width N(n)", "true basis", "pretrained, width 6", "untrained"])
+    assert colors[0] == blue and colors[2] == plotting.shade(blue, 1, 2) != blue
+    assert colors[3] == plotting.method_color("untrained") and colors[1] not in colors[::2]
+    assert plotting._shade_of(plotting.shade(blue, 1, 2), blue) and not plotting._shade_of("#d1495b", blue)
+
+
+def test_off_style_names_a_method_in_another_colour():
+    fig, ax = plt.subplots(figsize=(plotting.FIGURE_WIDTH, 3.5))
+    ax.plot([0, 1], [0, 1], color=plotting.method_color("Transformer"), label="Transformer")
+    ax.plot([0, 1], [1, 0], color=plotting.method_color("Transformer"), label="Least squares")  # the control
+    ax.set_ylim(0, 4)  # room above the lines for the legend
+    ax.legend(loc="upper right")
+    found = plotting.off_style(fig)
+    assert found == [f"'Least squares' drawn in #1b4f9c, not its method's {plotting.method_color('least squares')}"]
+    ax.lines[1].set_color(plotting.method_color("least squares"))
+    ax.legend(loc="upper right")
+    assert plotting.off_style(fig) == []
+    plt.close(fig)
+
+
+def test_off_style_finds_a_legend_on_the_data_and_tidy_moves_it():
+    fig, ax = plt.subplots(figsize=(plotting.FIGURE_WIDTH, 3.5))
+    xs = np.linspace(0, 1, 50)
+    for k in range(4):
+        ax.plot(xs, np.full_like(xs, k), label=f"level {k}")  # lines across the whole axes: no free corner
+    ax.legend(loc="center")  # the control: on the data
+    assert any("covers" in p for p in plotting.off_style(fig))
+    plotting.tidy(fig)
+    assert plotting.off_style(fig) == []
+    plt.close(fig)
+
+
+def test_log_axes_get_three_labels_and_off_style_counts_them():
+    fig, ax = plt.subplots(figsize=(plotting.FIGURE_WIDTH, 3.5))
+    ax.plot([1, 2], [30, 400])
+    ax.set_yscale("log")
+    ax.minorticks_off()  # the control: matplotlib then labels only 10^2 between 30 and 400
+    assert plotting.off_style(fig) == ["a log y axis with 1 labelled ticks (at least 3)"]
+    plotting.tidy(fig)
+    assert plotting.off_style(fig) == []
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert labels == ["50", "100", "200"]
+    plt.close(fig)
+
+
+def test_the_house_style_warns_of_a_figure_that_breaks_it_when_drawn():
+    plotting.use_house_style()
+    try:
+        fig, ax = plt.subplots(figsize=(plotting.FIGURE_WIDTH, 3.5))
+        ax.plot([0, 1], [0, 1], color="#d1495b", label="Bayes")
+        ax.legend(loc="upper left")
+        with pytest.warns(UserWarning, match="'Bayes' drawn in #d1495b"):
+            fig.canvas.draw()
+        ax.lines[0].set_color(plotting.method_color("Bayes"))
+        ax.legend(loc="upper left")
+        fig.canvas.draw()  # no warning: pytest's filter turns an unexpected one into an error
+        plt.close(fig)
+    finally:
+        matplotlib.rcParams["figure.hooks"] = []
+
+
+def test_off_style_sees_the_data_of_an_inset():
+    fig, ax = plt.subplots(figsize=(plotting.FIGURE_WIDTH, 3.4))
+    ax.plot([0, 1], [0, 0], label="a")
+    ax.plot([0, 1], [1, 1], label="b")
+    inset = ax.inset_axes((0.5, 0.3, 0.5, 0.4))  # a child of ax, not in fig.axes
+    inset.plot([0, 1], [0.5, 0.5])
+    ax.legend(loc="center right")  # on the inset's line
+    assert any("covers" in p for p in plotting.off_style(fig))
+    plotting.tidy(fig)
+    assert plotting.off_style(fig) == []
+    plt.close(fig)
+
+
+def test_log_labels_follow_limits_set_after_tidy():
+    fig, ax = plt.subplots(figsize=(plotting.FIGURE_WIDTH, 3.5))
+    ax.plot([0, 1], [1e-3, 10])
+    plotting.log_y(ax)
+    plotting.tidy(fig)  # labelled for four decades: powers of ten
+    ax.set_ylim(0.04, 2.3)  # then narrowed, as a figure function may do: 0.1 and 1 alone would be left
+    assert plotting.off_style(fig) == []
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert labels == ["0.05", "0.1", "0.2", "0.5", "1", "2"]
+    plt.close(fig)
