@@ -5,10 +5,12 @@ checks what a reader would meet:
 
 * every image loaded, and no figure is shrunk below its drawn size (figures are retina PNGs drawn at the size they
   are shown, so a shrunk one has smaller text than the house style's 9 points);
-* the math was typeset by MathJax (served from ``book/_static/mathjax``, so no network), no raw TeX is left;
+* the math was typeset by MathJax (served from ``book/_static/mathjax``, so no network), no raw TeX is left (nor
+  a ``$...$`` pair, which glued Markdown pasted as CommonMark keeps), and every display equation fits its column;
 * no console error, uncaught exception, failed request or HTTP error;
 * no cell output on stderr (a warning, a progress bar), none longer than :data:`MAX_OUTPUT_LINES` lines, no code
-  or output that scrolls sideways, and a page no taller than :data:`MAX_PAGE_HEIGHT` pixels;
+  cell, output or code block that scrolls sideways, and a page no taller than :data:`MAX_PAGE_HEIGHT` pixels;
+* every numbered figure is referenced by its number from the page's text;
 * every internal link points at a file and an anchor that exist.
 
 For every chapter page (``notebooks/NN_*.html``) it measures the page's composition, the shares of its article's
@@ -62,9 +64,13 @@ REPORT = """async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
   const math = [...document.querySelectorAll(".math")];
   const text = document.body.cloneNode(true);
-  text.querySelectorAll("pre, code, script, style, .highlight, mjx-container").forEach((n) => n.remove());
+  // code and signatures show TeX as written; typeset maths is gone from the text, so a dollar pair left is raw
+  text.querySelectorAll("pre, code, script, style, .highlight, .sig, mjx-container").forEach((n) => n.remove());
   const outputs = [...document.querySelectorAll(".cell_output")];
   const scrolls = (e) => e.scrollWidth > e.clientWidth + 1;
+  const tex = new Map((window.MathJax && MathJax.startup && MathJax.startup.document
+    ? MathJax.startup.document.getMathItemsWithin(document.body) : []).map((i) => [i.typesetRoot, i.math.trim()]));
+  const links = [...document.querySelectorAll("a[href]")];
   return {
     images: [...document.images].map((i) => ({src: i.getAttribute("src"), natural: i.naturalWidth,
                                              drawn: parseFloat(i.style.width) || +i.getAttribute("width") ||
@@ -73,13 +79,31 @@ REPORT = """async () => {
                                              figure: !!i.closest(".cell_output")})),
     math: math.length,
     untypeset: math.filter((m) => !m.querySelector("mjx-container")).length,
-    raw_tex: (text.textContent.match(/\\$\\$|\\\\\\(|\\\\\\[/g) || []).length,
+    raw_tex: text.textContent.match(/\\$\\$|\\\\\\(|\\\\\\[|\\$[^\\s$][^$\\n]{0,80}?\\$/g) || [],
     stderr: outputs.filter((o) => o.querySelector(".stderr")).length,
     outputs: outputs.length,
     output_lines: outputs.map((o) => o.innerText.split("\\n").length),
-    // a folded (hide-input) cell has no width until opened: its lines are held to 88 characters in the source
-    wide: [...document.querySelectorAll(".cell pre")].filter((p) => !p.closest("details:not([open])")).filter(scrolls)
+    // code cells, outputs and code blocks alike; a folded (hide-input) cell has no width until opened: its lines
+    // are held to 88 characters in the source
+    wide: [...document.querySelectorAll("pre")].filter((p) => !p.closest("details:not([open])")).filter(scrolls)
       .map((p) => p.innerText.split("\\n").reduce((a, b) => (b.length > a.length ? b : a))),
+    // a display equation that scrolls shows a reader part of a formula: its box is the column less the equation's
+    // number, and MathJax's container scrolls (or the .math block clips) what is wider
+    wide_math: [...document.querySelectorAll('mjx-container[display="true"]')].map((c) => {
+      const block = c.closest(".math") || c;
+      const drawn = c.querySelector("mjx-math");
+      return {tex: tex.get(c) || block.textContent, column: Math.min(c.clientWidth, block.clientWidth),
+              width: Math.max(c.scrollWidth, drawn ? drawn.getBoundingClientRect().width : 0)};
+    }).filter((m) => m.width > m.column + 1),
+    // a numbered figure is referenced by its number from the page's text: a link to it outside the figure (its own
+    // caption's permalink does not count) that shows the number
+    unreferenced: [...document.querySelectorAll("figure[id]")].map((f) => {
+      const number = ((f.querySelector(".caption-number") || {}).textContent || "").match(/\\d+(\\.\\d+)*/);
+      const cited = !!number && links.some((a) => a.hash === `#${f.id}` && a.pathname === location.pathname &&
+                                                  !f.contains(a) && a.innerText.includes(number[0]));
+      return {id: f.id, number: number && number[0], cited,
+              caption: (f.querySelector("figcaption") || f).innerText.trim()};
+    }).filter((f) => f.number && !f.cited),
     height: document.documentElement.scrollHeight,
   };
 }"""
@@ -165,11 +189,20 @@ def _need_build() -> None:
 
 
 def _pages() -> list[Path]:
+    """The book's pages: the chapters and appendices in ``notebooks/``, the pages in ``book/`` and its folders
+    (the API reference, one page per module)."""
     if not HTML.exists():
         return []
     return sorted(
-        p for p in HTML.rglob("*.html") if p.parent.name in ("notebooks", "book") and not p.name.startswith(".")
+        p
+        for p in HTML.rglob("*.html")
+        if p.relative_to(HTML).parts[0] in ("notebooks", "book") and not p.name.startswith(".")
     )
+
+
+def _rel(page: Path) -> str:
+    """A page's path in the built site: ``notebooks/00_icl_setting.html``, ``book/api/claims.html``."""
+    return page.relative_to(HTML).as_posix()
 
 
 def _chapters() -> list[Path]:
@@ -226,7 +259,7 @@ def problems(report: dict, name: str) -> list[str]:
     if report["untypeset"]:
         out.append(f"{name}: {report['untypeset']} of {report['math']} math elements not typeset by MathJax")
     if report["raw_tex"]:
-        out.append(f"{name}: {report['raw_tex']} raw TeX delimiters left in the text")
+        out.append(f"{name}: raw TeX left in the text: {', '.join(report['raw_tex'][:5])}")
     if report["stderr"]:
         out.append(f"{name}: {report['stderr']} cell outputs on stderr (a warning or a progress bar)")
     out += [
@@ -235,6 +268,14 @@ def problems(report: dict, name: str) -> list[str]:
         if n > MAX_OUTPUT_LINES
     ]
     out += [f"{name}: scrolls sideways: {line[:80]!r}" for line in report["wide"]]
+    out += [
+        f"{name}: a display equation {m['width']:.0f} px wide in a {m['column']:.0f} px column: {m['tex'][:120]!r}"
+        for m in report["wide_math"]
+    ]
+    out += [
+        f"{name}: Fig. {f['number']} (#{f['id']}) is never referenced by its number in the text: {f['caption'][:60]!r}"
+        for f in report["unreferenced"]
+    ]
     if report["height"] > MAX_PAGE_HEIGHT and report["outputs"]:  # a page of cells; the API reference is long by design
         out.append(f"{name}: {report['height']} px tall (at most {MAX_PAGE_HEIGHT})")
     return out + [f"{name}: {e}" for e in report["errors"]]
@@ -280,17 +321,17 @@ def broken_links(page: Path) -> list[str]:
 
 
 def _url(site: str, page: Path) -> str:
-    return f"{site}/{page.relative_to(HTML).as_posix()}"
+    return f"{site}/{_rel(page)}"
 
 
-@pytest.mark.parametrize("path", _pages(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", _pages(), ids=_rel)
 def test_page_renders_in_a_browser(page, site: str, path: Path) -> None:
     report = visit(page, _url(site, path))
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"{path.parent.name}-{path.stem}.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / f"{_rel(path).removesuffix('.html').replace('/', '-')}.png", full_page=True)
     heights = SCREENSHOTS / "heights.json"
     known = json.loads(heights.read_text()) if heights.exists() else {}
-    heights.write_text(json.dumps({**known, f"{path.parent.name}/{path.name}": report["height"]}, indent=1))
+    heights.write_text(json.dumps({**known, _rel(path): report["height"]}, indent=1))
     assert problems(report, path.name) == []
     assert broken_links(path) == []
 
@@ -357,6 +398,13 @@ def test_math_without_mathjax_is_caught(page, site: str, broken) -> None:
     assert any("not typeset" in p for p in found), found
 
 
+def test_maths_left_raw_is_caught(page, site: str, broken) -> None:
+    # glued Markdown pasted as CommonMark (an inline {glue:md} without :myst) keeps its dollars
+    copy = broken(lambda t: t.replace("</main>", "<p>After 2d examples its error divided by $d$ is 0.1.</p></main>", 1))
+    found = problems(visit(page, _url(site, copy)), copy.name)
+    assert any("raw TeX left in the text: $d$" in p for p in found), found
+
+
 def test_stderr_a_long_log_and_a_tall_page_are_caught(page, site: str, broken) -> None:
     log = "\n".join(f"step {i}" for i in range(MAX_OUTPUT_LINES + 10))
     bad = (
@@ -380,6 +428,38 @@ def test_a_shrunk_figure_and_a_wide_line_are_caught(page, site: str, broken) -> 
     found = problems(visit(page, _url(site, copy)), copy.name)
     assert any("less than its drawn" in p for p in found), found
     assert any("scrolls sideways" in p for p in found), found
+
+
+#: An equation wider than any column: a sum of 60 terms.
+WIDE_TEX = " + ".join(f"x_{{{i}}}" for i in range(60))
+
+
+def test_a_wide_equation_and_a_wide_code_block_are_caught(page, site: str, broken) -> None:
+    equation = f'<div class="math notranslate nohighlight">\\[{WIDE_TEX}\\]</div>'
+    block = f'<div class="highlight-bash"><div class="highlight"><pre>pip install {"y" * 300}</pre></div></div>'
+    copy = broken(lambda t: t.replace("</main>", equation + block + "</main>", 1))
+    found = problems(visit(page, _url(site, copy)), copy.name)
+    assert any("a display equation" in p and WIDE_TEX[:40] in p for p in found), found
+    assert any("scrolls sideways: 'pip install yyy" in p for p in found), found
+
+
+def test_a_figure_the_text_does_not_reference_by_number_is_caught(page, site: str, broken) -> None:
+    def unreference(text: str) -> str:
+        """The page with its first numbered figure referenced by number only from its own caption, once from the
+        text by a link without its number, and otherwise not at all (its caption's permalink stays)."""
+        start = re.search(r'<figure[^>]* id="([^"]+)"', text)
+        figure, caption = start.group(1), text.index("</figcaption>", start.end())
+        number = re.compile(r'<span class="caption-number">([^<]*)</span>').search(text, start.end()).group(1)
+        link = f'<a class="reference internal" href="#{figure}">'
+        numref = re.compile(rf'{re.escape(link)}<span class="std std-numref">([^<]*)</span></a>')
+        assert numref.search(text), f"the page does not reference #{figure}: no control"
+        text = f"{text[:caption]}{link}{number}</a>{text[caption:]}"
+        return numref.sub(r"\1", numref.sub(f"{link}the figure</a>", text, 1))
+
+    copy = broken(unreference)
+    figure = re.search(r'<figure[^>]* id="([^"]+)"', copy.read_text(encoding="utf-8")).group(1)
+    found = problems(visit(page, _url(site, copy)), copy.name)
+    assert any(f"(#{figure}) is never referenced" in p for p in found), found
 
 
 def test_a_broken_internal_link_is_caught(tmp_path: Path) -> None:

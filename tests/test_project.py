@@ -18,7 +18,7 @@ import icl_utils
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "notebooks").glob("*.md"))
-PAGES = sorted((ROOT / "book").glob("*.md"))
+PAGES = sorted((ROOT / "book").rglob("*.md"))
 
 
 def _colab():
@@ -110,13 +110,17 @@ def test_a_colab_copy_installs_the_package_then_runs_the_chapter(tmp_path, monke
     import nbformat
 
     colab, chapter = _colab(), CHAPTERS[0]
-    copy = nbformat.reads(colab.notebook_text(chapter), as_version=4)
+    stored = {p.stem: colab.stored_values(ROOT / "colab" / f"{p.stem}.ipynb") for p in CHAPTERS if p.stem[:2].isdigit()}
+    copy = nbformat.reads(colab.notebook_text(chapter, *stored[chapter.stem]), as_version=4)
     repository = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
     assert "google.colab" in copy.cells[0].source and f"git+{repository}" in copy.cells[0].source
-    assert [c.source for c in copy.cells[1:]] == [c.source for c in jupytext.read(chapter).cells]
+    code = [c.source for c in copy.cells[1:] if c.cell_type == "code"]
+    assert code == [c.source for c in jupytext.read(chapter).cells if c.cell_type == "code"]
     # the check can fail: an edited copy, a missing one and one without a chapter are each reported
     monkeypatch.setattr(colab, "OUT", tmp_path)
-    colab.write()
+    for source in CHAPTERS:
+        if source.stem in stored:  # the committed copies' values: no build needed
+            (tmp_path / f"{source.stem}.ipynb").write_text(colab.notebook_text(source, *stored[source.stem]))
     assert colab.stale() == []
     first = sorted(tmp_path.glob("*.ipynb"))
     first[0].write_text(first[0].read_text() + " ")
