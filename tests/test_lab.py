@@ -1,16 +1,23 @@
-"""A chapter opens as a notebook in Jupyter Lab after the README's commands.
+"""A chapter opens as a notebook in Jupyter Lab after the README's commands, and its MyST directives render.
 
 The README's first command installs the ``lab`` extra and runs ``jupytext-config set-default-viewer markdown
 myst``, which makes jupytext's notebook view Lab's default for ``.md`` files. The test starts Jupyter Lab on
 localhost, opens a chapter the way a reader does (its file path in Lab) in the system's Chromium through
 pytest-playwright, and checks that a notebook, not a text editor, appears. The control starts Lab with an empty
-configuration directory, where the same chapter opens in the text editor. Skipped without Jupyter Lab or Chromium,
-except under ``CI=true``, where it fails.
+configuration directory, where the same chapter opens in the text editor.
+
+The ``lab`` extra also installs jupyterlab-myst, which renders the chapters' markdown cells as MyST: the chapter's
+first directive, its "In this chapter" admonition, shows as an admonition box. The control disables that
+extension in a copy of the same settings, where the cell shows the directive's raw text.
+
+Skipped without Jupyter Lab or Chromium, except under ``CI=true``, where it fails.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +30,10 @@ from needs import need
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "notebooks/00_icl_setting.md"
+MYST = "jupyterlab-myst"
+#: The chapter's first directive, ``:::{admonition} In this chapter``: jupyterlab-myst renders it as an ``aside``.
+RENDERED = ".jp-MarkdownCell aside.myst-admonition"
+RAW = ":::{admonition} In this chapter"
 
 
 def _free_port() -> int:
@@ -86,6 +97,20 @@ def lab_without_settings(tmp_path):
     yield from _lab(tmp_path)
 
 
+@pytest.fixture
+def lab_without_myst(tmp_path):
+    """Lab with the README's settings, but with jupyterlab-myst disabled."""
+    from jupyter_core.paths import jupyter_config_dir
+
+    need("Jupyter Lab (pip install -e '.[lab]')", _has("jupyterlab"))
+    labconfig = Path(jupyter_config_dir()) / "labconfig"
+    if labconfig.is_dir():
+        shutil.copytree(labconfig, tmp_path / "labconfig")
+    (tmp_path / "labconfig").mkdir(exist_ok=True)
+    (tmp_path / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": {MYST: True}}))
+    yield from _lab(tmp_path)
+
+
 def _has(module: str) -> bool:
     import importlib.util
 
@@ -105,3 +130,28 @@ def test_a_chapter_opens_as_a_notebook(page, lab_with_readme_settings):
 
 def test_without_the_setting_it_opens_as_text(page, lab_without_settings):
     assert opened_as(page, lab_without_settings) == "editor"
+
+
+def directive_shown(page, url: str) -> str:
+    """How Lab shows the chapter's first directive: ``rendered`` (an admonition box) or ``raw`` (its MyST text)."""
+    assert opened_as(page, url) == "notebook"
+    shown = page.wait_for_function(
+        """([rendered, raw]) => {
+            if ([...document.querySelectorAll(rendered)].some(e => e.innerText.includes("In this chapter")))
+                return "rendered";
+            const cells = [...document.querySelectorAll(".jp-MarkdownCell .jp-RenderedMarkdown")];
+            return cells.some(e => e.innerText.includes(raw)) ? "raw" : null;
+        }""",
+        arg=[RENDERED, RAW],
+        timeout=60_000,
+    )
+    return shown.json_value()
+
+
+def test_a_chapters_directives_render(page, lab_with_readme_settings):
+    need("jupyterlab-myst (pip install -e '.[lab]')", _has("jupyterlab_myst"))
+    assert directive_shown(page, lab_with_readme_settings) == "rendered"
+
+
+def test_without_jupyterlab_myst_a_directive_is_raw_text(page, lab_without_myst):
+    assert directive_shown(page, lab_without_myst) == "raw"
