@@ -1,7 +1,7 @@
 """One place for the run settings every notebook shares: mode, device and seeds.
 
-* ``ICL_MODE``: ``quick`` (default; each notebook runs in about a minute on a laptop CPU) or ``full``
-  (the papers' sizes, meant for a GPU). Any other value is an error.
+* ``ICL_MODE``: ``quick`` (default; a chapter in at most 90 s on a 2-core CPU, the performance appendix gives
+  the measured times) or ``full`` (the papers' sizes, meant for a GPU). Any other value is an error.
 * ``ICL_DEVICE``: overrides the device (``cpu``, ``cuda``, ``cuda:1``, ...). Without it the device is CUDA
   when available, else the CPU.
 * ``ICL_PROGRESS``: ``1`` (default) shows progress bars in training loops; ``0`` hides them. The book's build
@@ -34,7 +34,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 CHAPTER_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "2147483647"}
 #: Added to :data:`CHAPTER_ENV` when other processes already keep the CPU busy (:func:`cpu_busy`): PyTorch's OpenMP
 #: threads then spin much less while they wait for each other. Spinning pays on a quiet machine (1/300 of libgomp's
-#: default spin made chapter 5's first two cells 30% slower there) but not beside another job, which takes the core
+#: default spin made chapter 6's first two cells 30% slower there) but not beside another job, which takes the core
 #: a spinning thread waits for: beside a 2-thread PyTorch job on the 2-core CPU, those cells took 40 s with the
 #: default and 18 s with this (7 s alone); ``OMP_WAIT_POLICY=PASSIVE`` gave 25 s, and 80% more alone. ``/proc/stat``
 #: counts the whole host: in a container that shares it, its neighbours' load counts too.
@@ -85,7 +85,7 @@ MAX_ELEMENTS = 2**30
 #: The largest counts the package accepts, in one place (:mod:`icl_utils.declared`'s ``Steps``, ``Draws``, ``Reps``
 #: declare them on the arguments): a count above its limit is refused at once, with the count in the message,
 #: instead of a loop that runs for days or a history that is allocated and fails. Far above anything the book asks
-#: for: chapter 4's full mode trains 50,000 steps and scores 65,536 prompts; the largest bootstrap is 10^4.
+#: for: chapter 5's full mode trains 50,000 steps and scores 65,536 prompts; the largest bootstrap is 10^4.
 MAX_STEPS = 10**7
 #: prompts, tasks or Monte Carlo draws that one call works through, a chunk at a time
 MAX_DRAWS = 10**8

@@ -1,10 +1,10 @@
 """Closed-form risks and optimal parameters, in float64: what the experiments are measured against.
 
-* Linear regression with a Gaussian prior (chapters 0 and 4): :func:`bayes_risk`, the risk of one gradient step
+* Linear regression with a Gaussian prior (chapters 1 and 5): :func:`bayes_risk`, the risk of one gradient step
   (:func:`optimal_gd_lr`, and GD-beta's :func:`gd_beta_risk` with its optimum :func:`optimal_gd_step` and the risk
   there, :func:`best_gd_beta_risk`), and linear self-attention's :func:`lsa_risk` with its best weights
-  :func:`optimal_lsa` and the risk there, :func:`best_lsa_risk` (chapter 4's approximation gap);
-* linear attention on a feature map over nonparametric tasks (chapter 1): :class:`AttentionMoments`,
+  :func:`optimal_lsa` and the risk there, :func:`best_lsa_risk` (chapter 5's approximation gap);
+* linear attention on a feature map over nonparametric tasks (chapter 2): :class:`AttentionMoments`,
   :func:`attention_risk` and its minimizer :func:`attention_gamma`; the Bayes oracle's excess risk given the design,
   :func:`basis_bayes_excess`.
 """
@@ -55,12 +55,15 @@ def gd_beta_risk(
     beta0: Annotated[Float[Tensor, " _"], checks.Finite],
     gamma: Annotated[Float[Tensor, "_ _"], checks.Finite],
 ) -> Tensor:
-    """The exact ICL risk of one GD step from ``beta0`` with matrix step ``gamma`` (chapter 4's GD-beta).
+    r"""The exact ICL risk of one GD step from ``beta0`` with matrix step ``gamma`` (chapter 5's GD-beta).
 
     For ``beta ~ N(beta*, Psi)``, ``x ~ N(0, H)``, noise variance ``sigma^2`` and ``n`` examples, with
-    ``A = Gamma^T H Gamma`` and ``M = Psi + (beta* - beta0)(beta* - beta0)^T``, Wishart moments give::
+    ``A = Gamma^T H Gamma`` and ``M = Psi + (beta* - beta0)(beta* - beta0)^T``, Wishart moments give
 
-        R = sigma^2 + tr[(H - H Gamma^T H - H Gamma H + (1 + 1/n) H A H) M] + tr(A H) (tr(H M) + sigma^2) / n.
+    .. math::
+
+        R &= \sigma^2 + \operatorname{tr}\big[(H - H \Gamma^\top H - H \Gamma H + (1 + \tfrac1n) H A H) M\big] \\
+          &\quad + \tfrac1n \operatorname{tr}(A H) \big(\operatorname{tr}(H M) + \sigma^2\big).
 
     Differentiable in ``beta0`` and ``gamma`` (float64), so gradient flow on it is exact.
     """
@@ -235,15 +238,18 @@ def attention_risk(
     prior_cov: Tensor | None = None,
     points: int | None = None,
 ) -> Tensor:
-    """The exact ICL risk of linear attention on a feature map, ``E (y_q - (1/n) sum_i y_i phi(x_i)^T Gamma
+    r"""The exact ICL risk of linear attention on a feature map, ``E (y_q - (1/n) sum_i y_i phi(x_i)^T Gamma
     phi(x_q))^2``, for tasks ``F = beta^T f`` of a :class:`~icl_utils.tasks.nonparametric.NonparametricTasks`.
 
     The prediction is linear in the labels, so the risk involves ``beta`` only through ``Lambda = E beta beta^T``
     (``prior_cov``, default the task's diagonal prior; a pool of tasks gives its second-moment matrix). With
     ``u = (1/n) sum_i y_i phi(x_i)``, ``G = E phi phi^T``, ``B = E phi f^T``, ``C = B Lambda B^T`` and
-    ``W = E[(f^T Lambda f + sigma^2) phi phi^T]``::
+    ``W = E[(f^T Lambda f + sigma^2) phi phi^T]``,
 
-        E u u^T = S = (1 - 1/n) C + W / n,       R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S).
+    .. math::
+
+        \mathbb{E}\, u u^\top &= S = (1 - \tfrac1n) C + \tfrac1n W, \\
+        R(\Gamma) &= \mathbb{E}\, y^2 - 2 \operatorname{tr}(\Gamma C) + \operatorname{tr}(\Gamma G \Gamma^\top S).
 
     For a curve over ``n``, compute :class:`AttentionMoments` once and call its ``risk`` and ``gamma``.
     """
@@ -331,7 +337,7 @@ def best_gd_beta_risk(task: object, n: Count, beta0: Tensor | None = None) -> fl
     return gd_beta_risk(task, n, beta0, optimal_gd_step(task, n, beta0)).item()
 
 
-# ---- linear self-attention (chapter 4) -----------------------------------------------------------------------------
+# ---- linear self-attention (chapter 5) -----------------------------------------------------------------------------
 #
 # An LSA predicts u^T S B x_q with S = Z M Z^T / n. Given the task beta, the tokens z_i are N(0, C) with
 # C(beta) = Q H Q^T + sigma^2 e e^T, Q = [I; beta^T], e the last unit vector, and Wishart moments give
@@ -390,7 +396,7 @@ def lsa_risk(
     u: Annotated[Float[Tensor, " _"], checks.Finite],
     b: Annotated[Float[Tensor, "_ _"], checks.Finite],
 ) -> Tensor:
-    """The exact ICL risk ``E (u^T S B x_q - y_q)^2`` of linear self-attention (chapter 4's LSA), for Gaussian tasks.
+    r"""The exact ICL risk ``E (u^T S B x_q - y_q)^2`` of linear self-attention (chapter 5's LSA), for Gaussian tasks.
 
 
     An :func:`~icl_utils.models.linear_attention.LSA` predicts ``u^T S B x_q`` with ``S = Z M Z^T / n`` the context
@@ -399,10 +405,14 @@ def lsa_risk(
     first ``d`` columns of ``W_K^T W_Q``. Given the task ``beta``, the tokens are ``N(0, C)`` with
     ``C = [[H, H beta], [beta^T H, beta^T H beta + sigma^2]]``, so ``E[S] = C`` and, for ``A = B H B^T``,
     ``E[S A S] = (1 + 1/n) C A C + tr(A C) C / n``. Averaging over ``beta ~ N(beta*, Psi)`` (Isserlis' theorem on
-    the quadratic forms that make up ``C``)::
+    the quadratic forms that make up ``C``)
 
-        R = E y_q^2 - 2 tr(B H W^T) + tr(B H B^T N),   W = E[C u beta^T],
-        N = (1 + 1/n) E[C u u^T C] + E[(u^T C u) C] / n,   E y_q^2 = tr(H (Psi + beta* beta*^T)) + sigma^2.
+    .. math::
+
+        R &= \mathbb{E}\, y_q^2 - 2 \operatorname{tr}(B H W^\top) + \operatorname{tr}(B H B^\top N), \\
+        W &= \mathbb{E}[C u \beta^\top], \\
+        N &= (1 + \tfrac1n) \mathbb{E}[C u u^\top C] + \tfrac1n \mathbb{E}[(u^\top C u) C], \\
+        \mathbb{E}\, y_q^2 &= \operatorname{tr}\big(H (\Psi + \beta^* \beta^{*\top})\big) + \sigma^2.
 
     Any ``H``, ``Psi`` (positive semi-definite), ``beta*`` and ``sigma``. Differentiable in ``u`` and ``b``
     (float64). With ``u = e_{d+1}`` and ``b = [Gamma^T; 0]`` it is GD-0's :func:`gd_beta_risk`.

@@ -1,4 +1,4 @@
-"""Full-batch gradient descent on a population objective, the algorithm the analyses of chapters 2, 4 and 5 study.
+"""Full-batch gradient descent on a population objective, the algorithm the analyses of chapters 3, 5 and 6 study.
 
 The parameters are one tensor or a dict of named tensors (particles and ``Gamma``, say), each block with its own
 step size, so that no caller flattens parameters into one vector by hand.
@@ -95,7 +95,7 @@ def gradient_descent(
     the same form, and ``lr`` is one step size or a dict of them, one per block. ``record(theta)`` returns the
     quantities to keep (default: the loss), every ``record_every`` steps and at the end. ``hook(step, theta,
     loss)``, if given, runs after every step with that step's loss (a tensor on the device) and may change
-    ``theta`` in place (chapter 2's birth-death and perturbation). ``until(recorded)``, if given, sees every record
+    ``theta`` in place (chapter 3's birth-death and perturbation). ``until(recorded)``, if given, sees every record
     (a dict of numpy arrays) and stops the descent
     at the first one where it returns True: the history then ends there. Returns the final parameters, in the form
     of ``init``, and the history.

@@ -7,7 +7,7 @@ transformer; a model that predicts only the query gives one error per prompt). :
 risk at one context length on as many fresh prompts as asked, a bounded number of values at a time. Closed-form
 risks are in :mod:`icl_utils.exact`.
 
-For chapter 3's sample complexities: :func:`attention_risk_terms` gives a linear attention's whole risk curve
+For chapter 4's sample complexities: :func:`attention_risk_terms` gives a linear attention's whole risk curve
 ``floor + spread / n`` from per-task estimates; :func:`held_out_errors` scores a learner fitted to each prompt on
 many held-out queries; :func:`paired_query_errors` scores several predictors on the same prompts;
 :func:`examples_to_reach` reads the ``n`` that reaches an error level off a curve; :func:`scaling_exponent` and
@@ -101,7 +101,7 @@ def effective_ridge(curve: object, prompt: Prompt, lams: Positives) -> tuple[flo
     that closest distance (root mean square over the prefixes).
 
     A learner between least squares (``lam -> 0``) and predicting zero (``lam -> inf``) is placed on that scale:
-    chapter 0 reads off how far short of least squares a briefly trained transformer is.
+    chapter 1 reads off how far short of least squares a briefly trained transformer is.
     """
     prompt = checks.prompt(prompt)
     curve = checks.finite("curve", checks.as_float64("curve", curve).cpu())

@@ -479,7 +479,7 @@ def train_parallel(
     """Train ``S`` models as :func:`train` trains one, on the CPU each in its own process on one thread, and
     return their histories; the models are updated in place and left in eval mode.
 
-    Why: a small model does not keep two cores busy (chapter 0's GPT takes as long per step on one thread as on
+    Why: a small model does not keep two cores busy (chapter 1's GPT takes as long per step on one thread as on
     two), and :func:`train_ensemble`'s ``vmap`` costs more than it saves for GPTs on the CPU, so on ``P`` cores
     ``S`` runs take about ``S / P`` the time of one after another. Model ``i`` trains on ``task`` (or ``task[i]``)
     with prompts from a generator seeded ``seeds[i]`` and on one thread wherever it runs, so its result does not

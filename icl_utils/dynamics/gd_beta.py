@@ -1,4 +1,4 @@
-"""Gradient descent on the exact ICL risk of GD-beta (chapter 4; Zhang, Wu and Bartlett 2024).
+"""Gradient descent on the exact ICL risk of GD-beta (chapter 5; Zhang, Wu and Bartlett 2024).
 
 The risk :func:`icl_utils.exact.gd_beta_risk` of one gradient step from ``beta0`` with matrix step ``Gamma`` is a
 polynomial of degree four in ``(beta0, Gamma)`` and not convex (:func:`gd_beta_hessian` has negative eigenvalues at

@@ -1,4 +1,4 @@
-"""Chapter 2's population objective: a mean-field MLP of sigmoid neurons feeding linear attention (Kim and Suzuki 2024).
+"""Chapter 3's population objective: a mean-field MLP of sigmoid neurons feeding linear attention (Kim and Suzuki 2024).
 
 The student is a set of ``M`` particles ``(a_m, w_m, b_m)`` (rows of one tensor), its features the mean-field
 network ``h_mu(x) = (1/M) sum_m a_m sigmoid(w_m^T x + b_m)`` in ``R^k``

@@ -72,10 +72,12 @@ CountSample = Float[Tensor, "*B S K"] | Int[Tensor, "*B S K"]
 
 @checked
 def feature_attention(w: Weights, counts: CountSample) -> Tensor:
-    """``Attn[..., s, k, m]``: the attention a query on ``v_k`` pays to feature ``m`` in context ``s``.
+    """``Attn[..., s, k, m]``: the attention a query on ``v_k`` pays to
+    feature ``m`` in context ``s``.
 
-    ``w``: shape ``(..., K, K)``, floating point; ``counts``: shape ``(..., S, K)``, with the same leading (batch)
-    shape (integer counts are taken in ``w``'s dtype, so that they never round ``w``)."""
+    ``w``: shape ``(..., K, K)``, floating point; ``counts``: shape
+    ``(..., S, K)``, with the same leading (batch) shape (integer counts are
+    taken in ``w``'s dtype, so that they never round ``w``)."""
     return _feature_attention(w, counts)
 
 
@@ -89,7 +91,8 @@ def _feature_attention(w: Tensor, counts: Tensor) -> Tensor:
 
 @checked
 def per_feature_loss(w: Weights, counts: CountSample) -> Tensor:
-    """``L_k`` for every query feature ``k``, shape ``(..., K)``, averaged over the count sample."""
+    """``L_k`` for every query feature ``k``, shape ``(..., K)``, averaged
+    over the count sample."""
     return _per_feature_loss(w, counts)
 
 

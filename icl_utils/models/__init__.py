@@ -1,11 +1,11 @@
 """Models that read prompts: ``model(prompt)`` predicts at the query, shape ``(B,)``, or, for the causal GPT, at
 every point, shape ``(B, n+1)``; ``model.predict(prompt)`` is always the query prediction, in eval mode.
 
-* :mod:`~icl_utils.models.gpt`: the GPT-style transformer (chapters 0, 3, 4);
+* :mod:`~icl_utils.models.gpt`: the GPT-style transformer (chapters 1, 4, 5);
 * :mod:`~icl_utils.models.linear_attention`: linear self-attention, the linear transformer block and the
-  gradient-descent models it can express (chapter 4);
+  gradient-descent models it can express (chapter 5);
 * :mod:`~icl_utils.models.feature_attention`: linear attention on a learned feature map, with Oko et al.'s
-  two-stage fit (chapters 1, 3).
+  two-stage fit (chapters 2, 4).
 """
 
 from icl_utils.models.base import QueryModel, evaluating

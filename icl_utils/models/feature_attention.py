@@ -1,9 +1,9 @@
 """Linear attention on a feature map, ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)``, and its fitting recipes.
 
-* :class:`FeatureAttention`: one ReLU layer (chapter 3, Oko et al. 2024), pretrained by the paper's two stages,
+* :class:`FeatureAttention`: one ReLU layer (chapter 4, Oko et al. 2024), pretrained by the paper's two stages,
   :func:`two_stage_fit` (:func:`one_step_feature_update` on the first layer, then :func:`fit_attention_ridge` on
   ``Gamma``);
-* :class:`MLPAttention`: an MLP feature map (chapter 1, Kim, Nakamaki and Suzuki 2024), trained end to end by
+* :class:`MLPAttention`: an MLP feature map (chapter 2, Kim, Nakamaki and Suzuki 2024), trained end to end by
   :func:`icl_utils.train.train`.
 """
 
@@ -41,7 +41,7 @@ class AttentionOnFeatures(QueryModel):
 
 
 class FeatureAttention(AttentionOnFeatures):
-    """ReLU features feeding linear attention (chapter 3):
+    """ReLU features feeding linear attention (chapter 4):
     ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)`` with ``f(x) = ReLU(W x + b)`` of width ``m``.
 
     The initialization of Oko et al. (2024): rows of ``W`` uniform on the unit sphere, ``b = 0``, and ``Gamma``
@@ -73,12 +73,12 @@ class FeatureAttention(AttentionOnFeatures):
 
 
 class MLPAttention(AttentionOnFeatures):
-    """A deep feature map feeding linear attention (chapter 1): ``phi`` is an MLP ``R^d -> R^N`` (``depth`` hidden
+    """A deep feature map feeding linear attention (chapter 2): ``phi`` is an MLP ``R^d -> R^N`` (``depth`` hidden
     layers of width ``hidden``, GELU), and the prediction is ``(1/n) sum_i y_i phi(x_i)^T Gamma phi(x_query)``.
     ``Gamma`` starts at ``I / N``; the MLP has PyTorch's default initialization (seeded by the caller), except that
     the first layer's weights are multiplied by ``input_scale`` and its biases drawn from
     ``U[-input_scale, input_scale]``: on inputs in ``[0, 1]`` the default gives features too smooth to learn the
-    higher harmonics of a Fourier basis (chapter 1 uses scale 10)."""
+    higher harmonics of a Fourier basis (chapter 2 uses scale 10)."""
 
     @checked
     def __init__(
@@ -102,7 +102,7 @@ class MLPAttention(AttentionOnFeatures):
 
 class FixedFeatureAttention(AttentionOnFeatures):
     """Linear attention on a given, untrained feature map ``features`` (a callable from ``(..., dim)`` inputs to
-    ``(..., n_features)``; chapter 1 passes the first ``N`` functions of the true basis): only ``Gamma`` (starting
+    ``(..., n_features)``; chapter 2 passes the first ``N`` functions of the true basis): only ``Gamma`` (starting
     at ``I / N``) is a parameter, so that experiments on the pretraining of ``Gamma`` leave the features out."""
 
     def __init__(self, features: Callable[[Tensor], Tensor], dim: int, n_features: int):

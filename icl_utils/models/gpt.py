@@ -43,7 +43,7 @@ class GPTConfig:
     tokens: Literal["interleaved", "paired"] = "interleaved"  # "paired": the token matrix (3.1) of Zhang et al.
     residual_init: bool = False
     # With tokens="paired", False keeps the query's token out of its own attention, as the mask M keeps the query
-    # column out of linear self-attention's keys and values (chapter 4); x_query still reaches the read-out
+    # column out of linear self-attention's keys and values (chapter 5); x_query still reaches the read-out
     # through the residual stream.
     query_sees_itself: bool = True
 

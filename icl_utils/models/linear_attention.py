@@ -1,4 +1,4 @@
-"""Linear attention models of chapter 4 (Zhang, Wu and Bartlett 2024), written as the paper defines them.
+"""Linear attention models of chapter 5 (Zhang, Wu and Bartlett 2024), written as the paper defines them.
 
 A prompt becomes the token matrix (3.1), one column per example and the query last with its label slot zero::
 

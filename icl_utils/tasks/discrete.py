@@ -1,4 +1,4 @@
-"""Orthonormal discrete features (Huang, Cheng and Liang, 2024): chapter 5's task family.
+"""Orthonormal discrete features (Huang, Cheng and Liang, 2024): chapter 6's task family.
 
 There are ``K`` orthonormal features ``v_1..v_K`` in ``R^d``; every input (context or query) equals ``v_k`` with
 probability ``p_k``; a task is ``w ~ N(0, I_d)`` and ``y = <w, x>``, noiseless.

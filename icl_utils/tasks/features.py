@@ -1,4 +1,4 @@
-"""Regression over a teacher's nonlinear features: the task family of chapter 2 (Kim and Suzuki 2024).
+"""Regression over a teacher's nonlinear features: the task family of chapter 3 (Kim and Suzuki 2024).
 
 A task is ``y = v^T f(x)`` with ``v ~ N(0, I_k)`` and inputs ``x ~ N(0, I_d)``, where the features are a teacher
 two-layer network of sigmoid neurons with ``k`` outputs, a *mean-field* network

@@ -1,4 +1,4 @@
-"""Noisy linear regression with a Gaussian prior: the task family of chapters 0 and 4.
+"""Noisy linear regression with a Gaussian prior: the task family of chapters 1 and 5.
 
 A task is a weight vector ``w ~ N(prior_mean, prior_cov)``; inputs are ``x ~ N(0, x_cov)``; labels are
 ``y = <w, x> + noise_std * N(0, 1)``. ``LinearRegression(dim=20)`` is Garg et al.'s setting (isotropic, noiseless);

@@ -1,4 +1,4 @@
-"""Nonparametric regression tasks over a fixed basis: the task family of chapter 1 (Kim, Nakamaki and Suzuki 2024).
+"""Nonparametric regression tasks over a fixed basis: the task family of chapter 2 (Kim, Nakamaki and Suzuki 2024).
 
 A task is ``F(x) = sum_j beta_j f_j(x)`` over the first ``N`` functions of a basis of ``L^2([0, 1]^d)``, with
 independent ``beta_j ~ N(0, j^(-2s-1))``; inputs are uniform on ``[0, 1]^d`` and labels carry Gaussian noise. The
@@ -74,7 +74,7 @@ def _trig_table(x: Tensor, count: int) -> Tensor:
 def _fourier_indices(dim: int, count: int) -> list[tuple[int, ...]]:
     """The first ``count`` multi-indices ``(j_1, ..., j_d)``, ordered by total frequency ``sum_k j_k // 2``, then
     lexicographically. Built one frequency level at a time: a full grid would hold ``8^8`` tuples (3.5 GB) for
-    chapter 1's full mode (``d = 8``, 256 functions)."""
+    chapter 2's full mode (``d = 8``, 256 functions)."""
 
     def level(total: int) -> list[tuple[int, ...]]:
         """Every ``(j_1, ..., j_dim)`` of total frequency ``total``: ``j = 1`` at frequency 0, else ``2k, 2k + 1``.

@@ -2,7 +2,7 @@
 
     L_hat(model) = (1/T) sum_t (y_q,t - model(prompt_t))^2
 
-that chapter 1's theory analyses. Training on a :class:`PromptPool` revisits the same ``T`` tasks every epoch, so a
+that chapter 2's theory analyses. Training on a :class:`PromptPool` revisits the same ``T`` tasks every epoch, so a
 model can memorize them; training on a task family draws fresh tasks every step (``T = infinity``).
 
 To train S models on S different pools at once, give :func:`icl_utils.train.train_ensemble` a list of S pools.

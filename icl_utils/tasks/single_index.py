@@ -1,4 +1,4 @@
-"""Gaussian single-index tasks on a hidden low-dimensional subspace: the task family of chapter 3.
+"""Gaussian single-index tasks on a hidden low-dimensional subspace: the task family of chapter 4.
 
 A task is ``f(x) = sum_{i=k}^{P} c_i He_i(<x, beta>)`` with ``x ~ N(0, I_d)``, a direction ``beta`` uniform on the
 unit sphere of a fixed ``r``-dimensional subspace ``S`` of ``R^d``, and random link coefficients ``c`` with
