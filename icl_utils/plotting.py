@@ -40,7 +40,7 @@ METHODS = (
     ("kernel ridge", "#8c510a"),
     ("least squares", "#d1495b"),
     ("ridge", "#2a9d8f"),
-    ("gd++", "#7b4ea3"),
+    ("gd++", "#882255"),
     ("gd-β", "#1b4f9c"),
     ("gd-0", "#edae49"),
     ("one-step gd", "#edae49"),
@@ -55,7 +55,7 @@ METHODS = (
     ("initialization", "#a8a8a8"),
     ("control", "#a8a8a8"),
     ("static", "#3a7d44"),
-    ("modified", "#9c4f96"),
+    ("modified", "#56b4e9"),
     ("lsa", "#e66101"),
     ("ltb", "#1b4f9c"),
     ("transformer", "#1b4f9c"),
@@ -732,7 +732,7 @@ def plot_error_per_dimension(
         ax=ax,
         normalize=dim,
         reference={"noise level": noise_var / dim} if noise_var > 0 else None,
-        ylabel="squared error / d",
+        ylabel="squared error / $d$",
         logy=logy,
         ylim=ylim,
     )
@@ -1624,7 +1624,7 @@ def plot_gap_scaling(
         ax.plot(ns, np.asarray(closed[norm]) * ns / norm**2, "-", color=color, alpha=0.7)
         if control is not None and norm in control:
             ax.plot(ns, np.asarray(control[norm]) * ns / norm**2, "--", color=gray)
-    ax.plot([], [], "-", color="0.4", label="closed form, each norm")
+    ax.plot([], [], "-", color=method_color(label) or PALETTE[0], label="closed form, each norm")
     if control is not None:
         ax.plot([], [], "--", color=method_color("control"), label=control_label)
     if limit is not None:
@@ -1883,12 +1883,13 @@ def plot_training_speed(results: SpeedResults) -> Figure:
     width = 0.8 / max(len(results), 1)
     names = list(dict.fromkeys(row["name"] for r in results for row in r["rows"]))
     cases = list(dict.fromkeys(e["name"] for r in results for e in r["ensembles"]))
-    for i, r in enumerate(results):
+    for i, (r, color) in enumerate(zip(results, series_colors(len(results)))):
         values = {row["name"]: row["prompts_per_s"] for row in r["rows"]}
         axes[0].bar(
             np.arange(len(names)) + i * width,
             [values.get(n, np.nan) for n in names],
             width,
+            color=color,
             label=f"{r['device']} ({r['config']})",
         )
         ratios = {e["name"]: e["time_ratio"] for e in r["ensembles"]}
@@ -1896,6 +1897,7 @@ def plot_training_speed(results: SpeedResults) -> Figure:
             np.arange(len(cases)) + i * width,
             [ratios.get(c, np.nan) for c in cases],
             width,
+            color=color,
             label=f"{r['device']}: {r['ensembles'][0]['models']} models" if ratios else None,
         )
     centre = width * (len(results) - 1) / 2

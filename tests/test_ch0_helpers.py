@@ -27,7 +27,7 @@ def test_error_per_dimension_draws_normalized_curves_noise_level_and_interpolati
     assert lines["noise level"].get_linestyle() == "--"
     assert list(ax.lines[-1].get_xdata()) == [dim, dim]
     assert ax.get_yscale() == "log" and ax.get_ylim() == pytest.approx((0.03, 3.0))
-    assert ax.get_ylabel() == "squared error / d"
+    assert ax.get_ylabel() == "squared error / $d$"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["Least squares", "Transformer", "noise level"]
     plt.close(fig)
 
