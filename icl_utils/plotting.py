@@ -108,6 +108,16 @@ def colors_for(labels: Sequence[str]) -> list[str]:
     return out
 
 
+#: Line styles of a method's second, third ... series on one axes (a shade alone is hard to tell apart).
+RECURRING_STYLES = ("-", "--", ":", "-.")
+
+
+def recurrences(labels: Sequence[str]) -> list[int]:
+    """For each label, how many earlier labels of one axes name the same method (0 for a series that is not one)."""
+    methods = [method_color(str(label)) for label in labels]
+    return [0 if m is None else methods[:i].count(m) for i, m in enumerate(methods)]
+
+
 def method_style(label: str) -> dict:
     """Plot keywords for the series ``label``: its method's colour and line style, or nothing."""
     color = method_color(label)
@@ -623,12 +633,15 @@ def plot_training_loss(
     with optional reference levels (name to value, dashed, then dotted), such as the Bayes-optimal loss. A history
     of several models trained together (losses of shape ``(steps, S)``) is drawn as ``S`` shades of one colour,
     dark to light in the models' order, labelled once as ``S`` ``runs`` (say ``"norms"`` when the models differ
-    by their task)."""
+    by their task). Histories of one method (two settings of the transformer) share its colour, the second
+    dashed."""
     ax = ax if ax is not None else plt.gca()
-    for (name, hist), color in zip(histories.items(), colors_for(list(histories))):
+    colors = [method_color(n) or c for n, c in zip(histories, colors_for(list(histories)))]
+    styles = [RECURRING_STYLES[k % len(RECURRING_STYLES)] for k in recurrences(list(histories))]
+    for (name, hist), color, style in zip(histories.items(), colors, styles):
         smooth = hist.smoothed(window).reshape(len(hist.losses), -1)
         label = name if smooth.shape[1] == 1 else f"{name} ({smooth.shape[1]} {runs}, dark to light)"
-        lines = ax.plot(np.arange(1, len(hist.losses) + 1), smooth, linewidth=1.5)
+        lines = ax.plot(np.arange(1, len(hist.losses) + 1), smooth, linewidth=1.5, linestyle=style)
         for i, line in enumerate(lines):
             line.set_color(shade(color, i, len(lines)))
         lines[0].set_label(label)
@@ -830,13 +843,18 @@ def plot_rate_curves(ns: LogGrid, curves: Named, *, oracle: Mapping, oracle_n: L
     return tidy(fig)
 
 
-def _seed_curve(ax: Axes, ns: np.ndarray, curve: object, name: str, color: str | None = None) -> np.ndarray:
+def _seed_curve(
+    ax: Axes, ns: np.ndarray, curve: object, name: str, color: str | None = None, linestyle: str | None = None
+) -> np.ndarray:
     """Draw ``curve`` against ``ns`` with the label ``name``: a line for shape ``(len(ns),)``, or for runs from
     ``S`` seeds, shape ``(S, len(ns))`` (:func:`_seed_curves` checks it), their median with the range shaded.
     Returns the drawn line's values."""
     curve = np.asarray(curve)
     median = np.median(curve, 0) if curve.ndim == 2 else curve
-    ax.plot(ns, median, marker="o", label=name, **({} if color is None else method_style(name) | {"color": color}))
+    style = {} if color is None else method_style(name) | {"color": color}
+    if linestyle is not None:
+        style["linestyle"] = linestyle
+    ax.plot(ns, median, marker="o", label=name, **style)
     if curve.ndim == 2:
         ax.fill_between(ns, curve.min(0), curve.max(0), color=ax.lines[-1].get_color(), alpha=0.2, linewidth=0)
     return median
@@ -864,7 +882,11 @@ def plot_feature_maps(ns: LogGrid, curves: Named, *, rate: Positive) -> Figure:
     fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
     ns = np.asarray(ns, dtype=float)
     colors = colors_for(list(curves))
-    medians = [_seed_curve(ax, ns, curve, name, color) for (name, curve), color in zip(curves.items(), colors)]
+    styles = [RECURRING_STYLES[k % len(RECURRING_STYLES)] for k in recurrences(list(curves))]
+    medians = [
+        _seed_curve(ax, ns, curve, name, color, style)
+        for (name, curve), color, style in zip(curves.items(), colors, styles)
+    ]
     ax.plot(ns, medians[0][-1] * (ns / ns[-1]) ** -rate, color="0.5", linestyle="--", label=f"$n^{{-{rate:.2f}}}$")
     ax.set_ylabel("excess ICL risk")
     _context_axis(ax, ns)

@@ -205,3 +205,18 @@ def test_log_labels_follow_limits_set_after_tidy():
     labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
     assert labels == ["0.05", "0.1", "0.2", "0.5", "1", "2"]
     plt.close(fig)
+
+
+def test_a_method_drawn_twice_keeps_its_colour_and_changes_its_line_style():
+    from icl_utils.train import TrainHistory
+
+    assert plotting.recurrences(["Transformer, noiseless", "d = 8", "Transformer, noisy"]) == [0, 0, 1]
+    fig, ax = plt.subplots(figsize=(plotting.FIGURE_WIDTH, 3.5))
+    runs = {
+        f"Transformer, {k}": TrainHistory(losses=np.ones((60, 2)) * v, seconds=1.0) for k, v in (("a", 1), ("b", 2))
+    }
+    plotting.plot_training_loss(runs, ax=ax)
+    first, second = ax.lines[0], ax.lines[2]  # the first run of each history
+    assert first.get_color() == second.get_color() == plotting.method_color("Transformer")
+    assert (first.get_linestyle(), second.get_linestyle()) == ("-", "--")
+    plt.close(fig)
