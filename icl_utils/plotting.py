@@ -882,7 +882,8 @@ def plot_feature_maps(ns: LogGrid, curves: Named, *, rate: Positive) -> Figure:
     fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
     ns = np.asarray(ns, dtype=float)
     colors = colors_for(list(curves))
-    styles = [RECURRING_STYLES[k % len(RECURRING_STYLES)] for k in recurrences(list(curves))]
+    # a method's first series in its own style (a control dotted), its repeats dashed, dotted, ...
+    styles = [RECURRING_STYLES[k % len(RECURRING_STYLES)] if k else None for k in recurrences(list(curves))]
     medians = [
         _seed_curve(ax, ns, curve, name, color, style)
         for (name, curve), color, style in zip(curves.items(), colors, styles)
