@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Annotated
 
@@ -67,8 +68,6 @@ METHODS = (
 METHOD_LINESTYLES = {"#6f6f6f": "-.", "#a8a8a8": ":"}
 #: The colour map of series that are not a method (several d, several norms, the weights of one model), in order.
 SERIES_MAP = "viridis"
-#: The house colours in order, for a plain ``ax.plot`` (not a method, see :data:`METHODS`).
-PALETTE = tuple(matplotlib.colors.to_hex(c) for c in plt.get_cmap(SERIES_MAP)(np.linspace(0.0, 0.75, 6)))
 
 
 def method_color(label: str) -> str | None:
@@ -86,26 +85,23 @@ def shade(color: str, i: int, n: int) -> str:
 
 def series_colors(n: int) -> list[str]:
     """``n`` colours of :data:`SERIES_MAP` for series that are not methods, dark to light."""
-    if n <= 1:
-        return list(PALETTE[:n])
-    return [matplotlib.colors.to_hex(c) for c in plt.get_cmap(SERIES_MAP)(np.linspace(0.0, 0.75, n))]
+    stops = np.linspace(0.0, 0.75, n) if n > 1 else np.zeros(n)
+    return [matplotlib.colors.to_hex(c) for c in plt.get_cmap(SERIES_MAP)(stops)]
+
+
+#: The house colours in order, for a plain ``ax.plot`` (not a method, see :data:`METHODS`).
+PALETTE = tuple(series_colors(6))
 
 
 def colors_for(labels: Sequence[str]) -> list[str]:
     """The colour of each series of one axes, by its label: a method's colour (see :data:`METHODS`; shades of it
-    when it recurs), and for the other series :func:`series_colors` in order."""
+    when it recurs, see :func:`recurrences`), and for the other series :func:`series_colors` in order."""
     methods = [method_color(str(label)) for label in labels]
-    counts = {c: methods.count(c) for c in methods if c is not None}
-    seen: dict[str, int] = {}
     others = iter(series_colors(methods.count(None)))
-    out = []
-    for color in methods:
-        if color is None:
-            out.append(next(others))
-        else:
-            out.append(shade(color, seen.get(color, 0), counts[color]))
-            seen[color] = seen.get(color, 0) + 1
-    return out
+    return [
+        next(others) if color is None else shade(color, k, methods.count(color))
+        for color, k in zip(methods, recurrences(labels))
+    ]
 
 
 #: Line styles of a method's second, third ... series on one axes (a shade alone is hard to tell apart).
@@ -553,8 +549,6 @@ def _watch(fig: FigureBase) -> None:
             return
         problems = off_style(fig, draw=False)
         if problems:
-            import warnings
-
             warnings.warn(f"a figure breaks the house style: {'; '.join(problems)}", stacklevel=2)
 
     fig.canvas.mpl_connect("draw_event", check)

@@ -637,14 +637,9 @@ def convert(text: str, ctx: Context) -> str:
 # --- The copies --------------------------------------------------------------------------------------------------
 
 
-def executed_path(source: Path) -> Path:
-    """Where the build leaves its execution of the chapter ``source`` (myst-nb writes the .glue.json beside it)."""
-    return ROOT / "_build" / "jupyter_execute" / "notebooks" / f"{source.stem}.ipynb"
-
-
 def build_values(source: Path) -> tuple[dict[str, dict[str, str]], str]:
     """The glued values of the latest build's execution of ``source``, and that executed notebook's hash."""
-    executed = executed_path(source)
+    executed = _sibling("execution_stamp").executed_path(source)  # myst-nb writes the .glue.json beside it
     glue = executed.with_suffix(".glue.json")
     if not executed.exists() or not glue.exists():
         raise MissingGlue(f"no executed build of {source.name} ({glue.relative_to(ROOT)}): build the book first")
