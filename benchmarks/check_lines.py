@@ -7,8 +7,8 @@ arguments when it belongs to
 - a statement whose value is a call of a ``checks.`` helper (``n = checks.positive_int("n", n)``),
 - a ``raise ValueError``/``raise TypeError`` statement elsewhere (a hand-written refusal), or
 - a decorator that declares checks (``@checked``, ``@jaxtyped``),
-- a module-level declared type (``Grid = Annotated[..., Is[...]]``, ``describe(...)``) or a function a validator
-  calls (``Is[_grid]``).
+- a module-level declared type (``Grid = Annotated[..., Is[...]]``, ``describe(...)``, ``declare(...)``,
+  ``mapping_of(...)``, ``sequence_of(...)``) or a function a validator calls (``Is[_grid]``, ``mapping_of(_number)``).
 
 Annotations are not counted: a parameter is declared whether or not its type is checked.
 
@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 REFUSALS = {"ValueError", "TypeError"}
 DECLARING = {"checked", "jaxtyped", "beartype"}
 #: a module-level statement that uses one of these declares a check: an alias ``Grid = Annotated[..., Is[...]]``,
-#: its description (``describe``)
-DECLARING_CALLS = {"Is", "describe"}
+#: its description (``describe``), or one made by a factory of :mod:`icl_utils.declared`
+DECLARING_CALLS = {"Is", "describe", "declare", "mapping_of", "sequence_of"}
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -75,11 +75,12 @@ def count(path: Path) -> tuple[int, int]:
     if path.name in ("checks.py", "declared.py"):
         return len(code), len(code)
     checking: set[int] = set()
-    validators = {  # functions a declared check calls: Is[_grid], Is[lambda v: _grid(v, 0)]
+    validators = {  # functions a declared check calls: Is[_grid], Is[lambda v: _grid(v, 0)], mapping_of(_number)
         n.id
         for sub in ast.walk(tree)
-        if isinstance(sub, ast.Subscript) and _names(sub.value) & {"Is"}
-        for n in ast.walk(sub.slice)
+        if (isinstance(sub, ast.Subscript) and _names(sub.value) & {"Is"})
+        or (isinstance(sub, ast.Call) and _names(sub.func) & DECLARING_CALLS - {"Is"})
+        for n in ast.walk(sub.slice if isinstance(sub, ast.Subscript) else sub)
         if isinstance(n, ast.Name)
     }
     for node in ast.walk(tree):

@@ -40,8 +40,11 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     Size,
     Steps,
     checked,
+    declare,
     describe,
+    mapping_of,
     refusal,
+    sequence_of,
 )
 from icl_utils.prompts import Prompt, TaskFamily
 
@@ -250,19 +253,6 @@ def module(name: str, value: object) -> torch.nn.Module:
     return value
 
 
-def generator(value: object, name: str = "generator") -> torch.Generator:
-    """A torch.Generator (samplers draw on its device)."""
-    if not isinstance(value, torch.Generator):
-        raise TypeError(f"{name} must be a torch.Generator, got {type(value).__name__}")
-    return value
-
-
-def text(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    return value
-
-
 def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> None:
     """A ValueError with the estimated size when one tensor of ``values`` entries would exceed
     :data:`icl_utils.config.MAX_ELEMENTS`, before torch tries (and a machine swaps for a minute) to allocate it."""
@@ -277,7 +267,9 @@ def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> No
 def sample_sizes(batch: object, n: object, gen: object, dim: int | None = None) -> tuple[int, int, torch.Generator]:
     """The arguments every sampler shares: ``batch >= 1`` prompts of ``n >= 0`` examples, drawn with ``gen``; given
     the task's ``dim``, the prompt's size is checked against :data:`icl_utils.config.MAX_ELEMENTS`."""
-    batch, n, gen = positive_int("batch", batch), positive_int("n", n, minimum=0), generator(gen)
+    batch, n = positive_int("batch", batch), positive_int("n", n, minimum=0)
+    if not isinstance(gen, torch.Generator):  # samplers draw on its device
+        raise TypeError(f"generator must be a torch.Generator, got {type(gen).__name__}")
     if dim is not None:
         allocation("batch * (n + 1) * dim", batch * (n + 1) * dim)
     return batch, n, gen

@@ -119,6 +119,37 @@ def describe(hint: T, kind: str, constraint: str) -> T:
     return hint
 
 
+def declare(base: object, ok: Callable[[object], bool], constraint: str) -> object:
+    """``base`` (a type or a union) whose values must satisfy ``ok``, which ``constraint`` says in words (``ok`` may
+    take further arguments with defaults, which beartype's ``Is`` refuses)."""
+    return describe(
+        Annotated[base, Is[lambda v: bool(ok(v))]],
+        " or ".join(dict.fromkeys(_words(o)[0] for o in _options(base))),
+        constraint,
+    )
+
+
+def _each(item: object) -> Callable[[object], bool]:
+    """``item`` (a predicate, a type or a declared type) as a predicate."""
+    return item if isinstance(item, types.FunctionType) else lambda v: is_bearable(v, item, conf=_CONF)
+
+
+def mapping_of(item: object, words: str | None = None, *, keys: str = "names", empty: bool = False) -> object:
+    """A mapping, non-empty unless ``empty``, from ``keys`` to values each of which is ``item`` (a predicate, a type
+    or a declared type), which ``words`` say (``item``'s own words by default)."""
+    ok, some = _each(item), "" if empty else "non-empty "
+    words = f"a {some}mapping from {keys} to {words or _words(item)[1]}"
+    return declare(collections.abc.Mapping, lambda m: (empty or len(m) > 0) and all(ok(v) for v in m.values()), words)
+
+
+def sequence_of(item: object, words: str, *, base: object = collections.abc.Sequence, empty: bool = False) -> object:
+    """A ``base`` (a sequence by default), non-empty unless ``empty``, each of whose items is ``item`` (a predicate,
+    a type or a declared type), which ``words`` say."""
+    ok, kind = _each(item), " or ".join(_words(o)[0].removeprefix("a ") for o in _options(base))
+    words = f"a {'' if empty else 'non-empty '}{kind} of {words}"
+    return declare(base, lambda s: (empty or len(s) > 0) and all(ok(v) for v in s), words)
+
+
 def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
     """A declared type in words: the kind of value it takes and the constraint on it."""
     if hint in _DESCRIBED:

@@ -14,7 +14,6 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from beartype.vale import Is
 from jaxtyping import Float
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure, FigureBase
@@ -22,7 +21,20 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, Locator, MaxNLocator
 from torch import Tensor
 
-from icl_utils.checks import Count, NonNegative, Positive, Probability, Real, Reals, Size, checked, describe
+from icl_utils.checks import (
+    Count,
+    NonNegative,
+    Positive,
+    Probability,
+    Real,
+    Reals,
+    Size,
+    checked,
+    declare,
+    describe,
+    mapping_of,
+    sequence_of,
+)
 from icl_utils.gd import GDHistory
 from icl_utils.risk import fit_slope, local_slopes, mean_and_band
 from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
@@ -147,10 +159,6 @@ def _number(value: object, low: float | None = None) -> bool:
     return ok and (low is None or value > low)
 
 
-def _one_dimensional(task: object) -> bool:
-    return isinstance(task, NonparametricTasks) and task.dim == 1
-
-
 def _holds(value: object, *keys: str) -> bool:
     """Whether ``value`` is a mapping with (at least) ``keys``."""
     return isinstance(value, Mapping) and all(k in value for k in keys)
@@ -171,74 +179,29 @@ def _holds_pair(value: object) -> bool:
     )
 
 
-def _holds_curves(value: object) -> bool:
-    """Whether ``value`` is a pair ``(xs, {name: curve})``."""
-    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], Mapping)
-
-
 def _three_steps(value: object) -> bool:
     a = _numbers(value)
     return a is not None and a.shape == (3,) and not np.isnan(a).any()
 
 
-def _feature_run(value: object) -> bool:
-    """Whether ``value`` is a GDHistory that recorded each feature's error, ``records["loss_k"]`` of shape (T, K)."""
-    return isinstance(value, GDHistory) and np.ndim(value.records.get("loss_k")) == 2
-
-
-def _error_curves(value: object) -> bool:
-    """Whether ``value`` maps at least one method to its squared errors: a finite float tensor of shape (B, K),
-    B >= 2 prompts."""
-    return (
-        isinstance(value, Mapping)
-        and len(value) > 0
-        and all(
-            isinstance(t, Float[Tensor, "_ _"]) and len(t) >= 2 and bool(torch.isfinite(t).all())
-            for t in value.values()
-        )
-    )
-
-
+_ARRAY = Sequence | np.ndarray  # of numbers, or of Axes
 # The x values of a figure; on a log axis each > 0 (a 0 or a NaN cannot be placed on it).
-Grid = describe(
-    Annotated[Sequence | np.ndarray | Tensor, Is[lambda v: _grid(v, low=None)]],
-    "a sequence or array",
-    "a non-empty 1-D sequence of finite numbers",
-)
-LogGrid = describe(
-    Annotated[Sequence | np.ndarray | Tensor, Is[lambda v: _grid(v, 0)]],
-    "a sequence or array",
-    "a non-empty 1-D sequence of finite numbers > 0 (a log axis)",
-)
+Grid = declare(_ARRAY | Tensor, _grid, "a non-empty 1-D sequence of finite numbers")
+LogGrid = declare(_ARRAY | Tensor, lambda v: _grid(v, 0), "a non-empty 1-D sequence of finite numbers > 0 (a log axis)")
 # A figure of nothing is a mistake, not an empty figure: the curves (panels, runs) must name at least one.
-Named = describe(Annotated[Mapping, Is[lambda m: len(m) > 0]], "a mapping", "a non-empty mapping")
-Listed = describe(Annotated[Sequence, Is[lambda v: len(v) > 0]], "a sequence", "a non-empty sequence")
-Levels = describe(
-    Annotated[Mapping, Is[lambda m: all(_number(v) for v in m.values())]],
-    "a mapping",
-    "a mapping from names to finite numbers",
+Named = declare(Mapping, lambda m: len(m) > 0, "a non-empty mapping")
+Listed = declare(Sequence, lambda v: len(v) > 0, "a non-empty sequence")
+Levels = mapping_of(_number, "finite numbers", empty=True)
+ErrorCurves = mapping_of(
+    lambda t: isinstance(t, Float[Tensor, "_ _"]) and len(t) >= 2 and bool(torch.isfinite(t).all()),
+    "finite float tensors (B, K) with B >= 2",
 )
-ErrorCurves = describe(
-    Annotated[Mapping, Is[_error_curves]],
-    "a mapping",
-    "a non-empty mapping from names to finite float tensors (B, K) with B >= 2",
-)
-Trainings = describe(
-    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(isinstance(h, TrainHistory) for h in m.values())]],
-    "a mapping",
-    "a non-empty mapping from names to icl_utils.TrainHistory",
-)
-Descents = describe(
-    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(isinstance(h, GDHistory) for h in m.values())]],
-    "a mapping",
-    "a non-empty mapping from names to icl_utils.GDHistory",
-)
+Trainings = mapping_of(TrainHistory, "icl_utils.TrainHistory")
+Descents = mapping_of(GDHistory, "icl_utils.GDHistory")
 # (the tags keep the declarations apart: each has its own words)
 Size2 = describe(Annotated[tuple[Positive, Positive], "size"], "a tuple", "a pair (width, height) of numbers > 0")
 Limits = describe(Annotated[tuple[Real, Real], "limits"], "a tuple", "a pair (bottom, top) of finite numbers")
-LogLimits = describe(
-    Annotated[tuple[Positive, Positive], "log limits"], "a tuple", "a pair (bottom, top) of finite numbers > 0"
-)
+LogLimits = describe(Annotated[tuple[Positive, Positive], "log"], "a tuple", "a pair (bottom, top) of numbers > 0")
 
 
 def _curve(name: str, value: object, *shapes: tuple, finite: bool = True, log: bool = False) -> np.ndarray:
@@ -648,11 +611,7 @@ def plot_training_loss(
     return ax
 
 
-AxesList = describe(
-    Annotated[Sequence | np.ndarray, Is[lambda v: all(isinstance(ax, Axes) for ax in v)]],
-    "a sequence or array",
-    "a sequence of matplotlib Axes",
-)
+AxesList = sequence_of(Axes, "matplotlib Axes", base=_ARRAY, empty=True)
 
 
 @checked
@@ -758,10 +717,10 @@ def plot_error_per_dimension(
 
 
 # ---- Chapter 2: nonparametric minimax ICL ------------------------------------
-Demos = describe(
-    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_one_dimensional(t) for t in m.values())]],
-    "a mapping",
-    "a non-empty mapping from smoothness levels to one-dimensional NonparametricTasks",
+Demos = mapping_of(
+    lambda t: isinstance(t, NonparametricTasks) and t.dim == 1,
+    "one-dimensional NonparametricTasks",
+    keys="smoothness levels",
 )
 
 
@@ -889,10 +848,10 @@ def plot_feature_maps(ns: LogGrid, curves: Named, *, rate: Positive) -> Figure:
     return tidy(fig)
 
 
-PretrainingCurves = describe(
-    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_holds(c, "ratio", "empirical", "gap") for c in m.values())]],
-    "a mapping",
-    "a non-empty mapping from labels to mappings of ratio, empirical and gap",
+PretrainingCurves = mapping_of(
+    lambda c: _holds(c, "ratio", "empirical", "gap") and _grid(c["ratio"], 0),
+    "mappings of ratio, empirical and gap, the ratios finite numbers > 0 (a log axis)",
+    keys="labels",
 )
 
 
@@ -904,8 +863,6 @@ def plot_pretraining_sets(curves: PretrainingCurves, *, noise_var: NonNegative) 
     that of ``Gamma*``, minus one, shape ``(K, pools)``). Left, the empirical risk (median, noise variance dashed);
     right, the gap (median and range over the pools, log-log) with the prediction ``N^2 / T`` dashed."""
     for label, c in curves.items():
-        if not _grid(c["ratio"], 0):
-            raise ValueError(f"curves[{label!r}]['ratio'] must be finite numbers > 0 (a log axis)")
         for key in ("empirical", "gap"):
             _curve(f"curves[{label!r}][{key!r}]", c[key], (len(c["ratio"]), "pools"), log=key == "gap")
     fig, (left, right) = plt.subplots(1, 2, figsize=_size(6.7, 3.4))
@@ -933,20 +890,21 @@ def plot_pretraining_sets(curves: PretrainingCurves, *, noise_var: NonNegative) 
     return tidy(fig)
 
 
+LearnerPanels = mapping_of(
+    lambda p: isinstance(p, tuple) and len(p) == 2 and all(isinstance(c, Mapping) for c in p) and bool(p[0] or p[1]),
+    "pairs (exact, monte_carlo), two mappings from names to curves with at least one curve in all",
+    keys="titles",
+)
+
+
 @checked
-def plot_learner_comparison(ns: LogGrid, panels: Named) -> Figure:
+def plot_learner_comparison(ns: LogGrid, panels: LearnerPanels) -> Figure:
     """Excess ICL risk against the context length ``ns`` (log base 2), one panel per entry of ``panels`` (its title
     to a pair ``(exact, monte_carlo)``), side by side with a shared y axis: lines for the ``exact`` curves (name to
     shape ``(len(ns),)``, or ``(S, len(ns))`` for ``S`` seeds: median and shaded range), and 95% error bars for the
     ``monte_carlo`` ones (name to shape ``(len(ns), 2)``: mean and standard error). One legend, the first panel's
     curves, below the panels. Returns the figure."""
     for title, pair in panels.items():
-        if not isinstance(pair, tuple) or len(pair) != 2:
-            raise ValueError(f"panels[{title!r}] must be a pair (exact, monte_carlo)")
-        if not all(isinstance(curves, Mapping) for curves in pair):
-            raise TypeError(f"panels[{title!r}] must hold two mappings from names to curves")
-        if not pair[0] and not pair[1]:
-            raise ValueError(f"panels[{title!r}] must hold at least one curve")
         _seed_curves(f"panels[{title!r}][0]", ns, pair[0])
         for name, v in pair[1].items():
             _curve(f"panels[{title!r}][1][{name!r}] (mean and standard error)", v, (len(ns), 2), log=True)
@@ -1062,11 +1020,7 @@ def plot_model_losses(
     return ax
 
 
-Deviations = describe(
-    Annotated[Sequence | np.ndarray, Is[lambda v: _grid(v) and np.min(v) >= 0]],
-    "a sequence or array",
-    "a non-empty 1-D sequence of finite numbers >= 0",
-)
+Deviations = declare(_ARRAY, lambda v: _grid(v) and np.min(v) >= 0, "a non-empty 1-D sequence of finite numbers >= 0")
 
 
 @checked
@@ -1204,10 +1158,8 @@ def plot_readout_errors(
 
 
 # ---- Chapter 4: one-step GD feature learning ---------------------------------
-Shares = describe(
-    Annotated[Sequence | np.ndarray, Is[lambda v: _grid(v) and np.min(v) >= 0 and np.max(v) <= 1]],
-    "a sequence or array",
-    "a non-empty 1-D sequence of shares in [0, 1]",
+Shares = declare(
+    _ARRAY, lambda v: _grid(v) and 0 <= np.min(v) <= np.max(v) <= 1, "a non-empty 1-D sequence of shares in [0, 1]"
 )
 
 
@@ -1247,18 +1199,8 @@ def _seed_band(ax: Axes, xs: np.ndarray, values: np.ndarray, **style) -> None:
     _median_band(ax, xs, values.T if values.ndim == 2 else values, **style)
 
 
-Points = describe(
-    Annotated[Mapping, Is[lambda m: all(_pair(p, 0) for p in m.values())]],
-    "a mapping",
-    "a mapping from names to points (x, y) of finite numbers > 0",
-)
-
-
-Widths = describe(
-    Annotated[Sequence | np.ndarray | Tensor, Is[lambda v: _grid(v, 0) and len(v) >= 2]],
-    "a sequence or array",
-    "at least two finite numbers > 0 (a log axis)",
-)
+Points = mapping_of(lambda p: _pair(p, 0), "points (x, y) of finite numbers > 0", empty=True)
+Widths = declare(_ARRAY | Tensor, lambda v: _grid(v, 0) and len(v) >= 2, "at least two finite numbers > 0 (a log axis)")
 
 
 @checked
@@ -1401,10 +1343,10 @@ def plot_subspace_recovery(
     return tidy(fig)
 
 
-Complexities = describe(
-    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_holds_curves(p) for p in m.values())]],
-    "a mapping",
-    "a mapping of at least one panel, a title to (xs, {learner: values})",
+Complexities = mapping_of(
+    lambda p: isinstance(p, tuple) and len(p) == 2 and _grid(p[0], 0) and isinstance(p[1], Mapping),
+    "panels (xs, {learner: values}), xs finite numbers > 0 (a log axis)",
+    keys="titles",
 )
 
 
@@ -1416,8 +1358,6 @@ def plot_sample_complexity(
     {learner: values})`` with values of shape ``(len(xs),)`` or ``(len(xs), 3)`` (estimate, low, high: a
     marker with an error bar). ``slopes`` maps a title to ``{learner: fitted exponent}``, written in the legend."""
     for title, (xs, curves) in panels.items():
-        if not _grid(xs, 0):
-            raise ValueError(f"panels[{title!r}][0] must be finite numbers > 0 (a log axis), got {xs}")
         for name, values in curves.items():
             _curve(f"panels[{title!r}][1][{name!r}]", values, (len(xs),), (len(xs), 3), finite=False)
     fig, axes = plt.subplots(1, len(panels), figsize=_size(FIGURE_WIDTH, 3.4), squeeze=False)
@@ -1448,17 +1388,8 @@ def plot_sample_complexity(
     return tidy(fig)
 
 
-ErrorPanels = describe(
-    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_error_curves(c) for c in m.values())]],
-    "a mapping",
-    "a mapping of at least one panel, a title to error curves (a non-empty mapping from names to finite float "
-    "tensors (B, K) with B >= 2)",
-)
-Marks = describe(
-    Annotated[Mapping, Is[lambda m: all(_pair(p) for p in m.values())]],
-    "a mapping",
-    "a mapping from names to points (x, y) of finite numbers",
-)
+ErrorPanels = mapping_of(ErrorCurves, keys="titles")
+Marks = mapping_of(_pair, "points (x, y) of finite numbers", empty=True)
 
 
 @checked
@@ -1702,11 +1633,7 @@ def plot_risk_ratios_against_n(
     return ax
 
 
-Keys = describe(
-    Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(isinstance(k, str) for k in v)]],
-    "a tuple or a list",
-    "a non-empty tuple or list of record names",
-)
+Keys = sequence_of(str, "record names", base=tuple | list)
 
 
 @checked
@@ -1731,10 +1658,10 @@ def plot_gd_records(histories: Descents, *, keys: Keys, logy: bool = True, width
 
 
 # ---- Chapter 6: softmax stage-wise convergence -------------------------------
-FeatureRuns = describe(
-    Annotated[Mapping, Is[lambda m: len(m) > 0 and all(_feature_run(h) for h in m.values())]],
-    "a mapping",
-    "a non-empty mapping from titles to icl_utils.GDHistory with records['loss_k'] of shape (T, K)",
+FeatureRuns = mapping_of(
+    lambda h: isinstance(h, GDHistory) and np.ndim(h.records.get("loss_k")) == 2,
+    "icl_utils.GDHistory with records['loss_k'] of shape (T, K)",
+    keys="titles",
 )
 
 
@@ -1780,11 +1707,7 @@ def plot_attention_snapshots(steps: Grid, attn: Sequence | np.ndarray, *, at: Gr
     return tidy(fig)
 
 
-PhaseEnds = describe(
-    Annotated[Sequence | np.ndarray, Is[_three_steps]],
-    "a sequence or array",
-    "three steps, each a number or inf (never)",
-)
+PhaseEnds = declare(_ARRAY, _three_steps, "three steps, each a number or inf (never)")
 
 
 @checked
@@ -1829,10 +1752,9 @@ def plot_phase_weights(
     return tidy(fig)
 
 
-ConvergencePanels = describe(
-    Annotated[Sequence, Is[lambda v: len(v) > 0 and all(_holds(p, "x", "xlabel", "times") for p in v)]],
-    "a sequence",
-    "a non-empty sequence of panels, mappings with x, xlabel and times",
+ConvergencePanels = sequence_of(
+    lambda p: _holds(p, "x", "xlabel", "times") and _grid(p["x"], 0),
+    "panels, mappings with x, xlabel and times, x finite numbers > 0 (a log axis)",
 )
 
 
@@ -1844,8 +1766,6 @@ def plot_convergence_times(panels: ConvergencePanels) -> Figure:
     bar), optionally ``bounds`` (a dict from a label to values of shape ``(P,)``, drawn dashed) and ``ylabel``
     (default: steps to convergence)."""
     for i, panel in enumerate(panels):
-        if not _grid(panel["x"], 0):
-            raise ValueError(f"panels[{i}]['x'] must be finite numbers > 0 (a log axis), got {panel['x']}")
         for label, b in panel.get("bounds", {}).items():
             _curve(f"panels[{i}]['bounds'][{label!r}]", b, (len(panel["x"]),), log=True)
         for label, t in panel["times"].items():
@@ -1877,12 +1797,9 @@ def plot_convergence_times(panels: ConvergencePanels) -> Figure:
 
 
 # ---- Appendix: performance -------------------------------------
-SpeedResults = describe(
-    Annotated[
-        Sequence, Is[lambda v: len(v) > 0 and all(_holds(r, "device", "config", "rows", "ensembles") for r in v)]
-    ],
-    "a sequence",
-    "a non-empty sequence of results files, mappings with device, config, rows and ensembles",
+SpeedResults = sequence_of(
+    lambda r: _holds(r, "device", "config", "rows", "ensembles"),
+    "results files, mappings with device, config, rows and ensembles",
 )
 
 

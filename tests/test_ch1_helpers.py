@@ -234,7 +234,7 @@ def test_plot_learner_comparison_draws_a_panel_per_setting_with_seed_medians_and
         plotting.plot_learner_comparison(ns, {})
     with pytest.raises(ValueError, match=r"panels\['d'\]\[0\]\['exact'\] must have shape"):
         plotting.plot_learner_comparison(ns, {"d": ({"exact": runs[:, :1]}, {})})
-    with pytest.raises(TypeError, match="two mappings"):
+    with pytest.raises(ValueError, match="panels must be .* two mappings"):  # declared: a bad value is a ValueError
         plotting.plot_learner_comparison(ns, {"d": ([runs], {})})
 
 

@@ -228,7 +228,7 @@ def test_sample_complexity_draws_estimates_with_intervals_and_slopes():
     assert len(ax.containers) == 1  # one error bar set, for the learner with intervals
     assert not unreadable(fig)
     plt.close(fig)
-    with pytest.raises(ValueError, match="at least one panel"):
+    with pytest.raises(ValueError, match="panels must be a non-empty mapping"):
         plot_sample_complexity({})
 
 

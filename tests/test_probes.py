@@ -1241,6 +1241,13 @@ case(
     lambda: plotting.plot_pretraining_sets({"a": {"ratio": np.ones(2), "empirical": np.ones((2, 3))}}, noise_var=0.1),
 )
 case(
+    "plot_pretraining_sets a ratio 0 on a log axis",
+    "curves must be .* the ratios finite numbers > 0",
+    lambda: plotting.plot_pretraining_sets(
+        {"a": {"ratio": np.array([0.0, 1.0]), "empirical": np.ones((2, 3)), "gap": np.ones((2, 3))}}, noise_var=0.1
+    ),
+)
+case(
     "plot_pretraining_sets noise_var '0.1'",
     "noise_var must be a real number",
     lambda: plotting.plot_pretraining_sets(
@@ -1251,6 +1258,21 @@ case(
     "plot_learner_comparison no ns",
     "ns must be a non-empty",
     lambda: plotting.plot_learner_comparison([], {"d": ({"a": np.ones(0)}, {})}),
+)
+case(
+    "plot_learner_comparison a panel not a pair",
+    r"panels must be a non-empty mapping from titles to pairs \(exact, monte_carlo\)",
+    lambda: plotting.plot_learner_comparison(NS, {"d": {"a": np.ones(3)}}),
+)
+case(
+    "plot_learner_comparison a pair of lists",
+    r"panels must be .* pairs \(exact, monte_carlo\), two mappings",
+    lambda: plotting.plot_learner_comparison(NS, {"d": ([np.ones(3)], [])}),
+)
+case(
+    "plot_learner_comparison a panel without curves",
+    "panels must be .* at least one curve",
+    lambda: plotting.plot_learner_comparison(NS, {"d": ({}, {})}),
 )
 case(
     "plot_task_diversity empty",
@@ -1319,12 +1341,17 @@ case(
 )
 case(
     "plot_sample_complexity a panel not a pair",
-    "panels must be a mapping of at least one panel",
+    r"panels must be a non-empty mapping from titles to panels \(xs, \{learner: values\}\)",
     lambda: plotting.plot_sample_complexity({"d": [1, 2]}),
 )
 case(
+    "plot_sample_complexity xs 0 on a log axis",
+    "panels must be .* xs finite numbers > 0",
+    lambda: plotting.plot_sample_complexity({"d": ([0, 2], {"a": np.ones(2)})}),
+)
+case(
     "plot_error_panels an empty panel",
-    "panels must be a mapping of at least one panel",
+    "panels must be a non-empty mapping from titles to a non-empty mapping from names to finite float tensors",
     lambda: plotting.plot_error_panels({"p": {}}),
 )
 case(
@@ -1382,8 +1409,13 @@ case(
 )
 case(
     "plot_convergence_times x 0 on a log axis",
-    r"panels\[0\]\['x'\] must be finite numbers > 0",
+    "panels must be a non-empty sequence of panels, .* x finite numbers > 0",
     lambda: plotting.plot_convergence_times([{"x": [0, 2], "xlabel": "K", "times": {"a": np.ones((2, 3))}}]),
+)
+case(
+    "plot_convergence_times times on their own x with a 0",
+    r"panels\[0\]\['times'\]\['a'\]\[0\] must be finite numbers > 0",
+    lambda: plotting.plot_convergence_times([{"x": [1, 2], "xlabel": "K", "times": {"a": ([0, 2], np.ones((2, 3)))}}]),
 )
 case(
     "plot_training_speed without rows",
