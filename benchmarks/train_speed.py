@@ -11,13 +11,15 @@ and a query, batch 64, Adam 1e-4) for a fixed number of steps, in one run on one
 * ``package, fast``: ``TrainConfig(bf16=True)`` and the default on CUDA: bfloat16 autocast, fused Adam, the whole
   step in a CUDA graph.
 
-Then it trains ``S`` small models at once with :func:`icl_utils.train.train_ensemble` (the chapters' seeds and
-sweeps) against one. Each rate is measured as ``(S2 - S1) / (t(S2) - t(S1))`` from two runs of ``S1`` and ``S2``
-steps, so one-time costs (graph capture, warm-up) cancel. Results go to
+Then it trains ``S`` models at once with :func:`icl_utils.train.train_ensemble` (the chapters' seeds and sweeps),
+for every model the chapters train with Adam, against one (:func:`icl_utils.train.train`), and on the CPU against
+``S`` separate runs (:func:`icl_utils.train.train_parallel`). Each rate is measured as
+``(S2 - S1) / (t(S2) - t(S1))`` from two runs of ``S1`` and ``S2`` steps, so one-time costs (graph capture,
+warm-up, forking) cancel. Results go to
 ``results/train_speed-<device>.json``, which the book's performance appendix reads.
 
     python benchmarks/train_speed.py                  # the reference configuration on the GPU, if there is one
-    python benchmarks/train_speed.py --config small   # a small configuration on the CPU in about 100 s
+    python benchmarks/train_speed.py --config small   # a small configuration on the CPU in about two minutes
     python benchmarks/train_speed.py --config smoke --out /tmp   # every path in seconds (the unit test)
 """
 
@@ -36,10 +38,10 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import RESULTS, environment, slug, write_json
-from icl_utils.models import LTB, GPTConfig, ICLTransformer, MLPAttention
+from icl_utils.models import LSA, LTB, GPTConfig, ICLTransformer, MLPAttention
 from icl_utils.tasks import LinearRegression
 from icl_utils.tasks.nonparametric import NonparametricTasks
-from icl_utils.train import TrainConfig, train, train_ensemble
+from icl_utils.train import TrainConfig, batched_by_default, train, train_ensemble, train_parallel
 
 CONFIGS = {
     # Garg et al.'s configuration: standard.yaml with the final curriculum stage (all dims, 40 examples and a query).
@@ -65,7 +67,7 @@ CONFIGS = {
         lr=1e-4,
         steps=(20, 120),
         ensemble=8,
-        ensemble_steps=(10, 60),
+        ensemble_steps=(40, 240),  # a step of an LTB takes about a millisecond: fewer steps time mostly noise
     ),
     # the unit test's: every path of the script in seconds; its rates mean nothing (write it to a scratch --out)
     "smoke": dict(
@@ -165,15 +167,22 @@ def package_run(cfg: dict, steps: int, device: torch.device, **fast) -> float:
 
 
 def ensemble_run(
-    make, task, n_models: int, steps: int, batch: int, n_context: int, bf16: bool, device: torch.device
+    make, task, n_models: int, steps: int, batch: int, n_context: int, bf16: bool, device: torch.device, how: str
 ) -> float:
+    """Seconds for ``steps`` steps of ``n_models`` models trained ``how``: "one" (:func:`train`, one model),
+    "ensemble" (:func:`train_ensemble`, its default path) or "separate" (:func:`train_parallel`)."""
     torch.manual_seed(0)
     models = [make().to(device) for _ in range(n_models)]
     gen = torch.Generator(device=device).manual_seed(0)
     config = TrainConfig(steps=steps, batch_size=batch, n_context=n_context, lr=1e-3, bf16=bf16, log_every=100)
     sync(device)
     start = time.perf_counter()
-    train_ensemble(models, task, config, generator=gen, progress=False)
+    if how == "one":
+        train(models[0], task, config, generator=gen, progress=False)
+    elif how == "ensemble":
+        train_ensemble(models, task, config, generator=gen, progress=False)
+    else:
+        train_parallel(models, task, config, seeds=list(range(n_models)), progress=False)
     sync(device)
     return time.perf_counter() - start
 
@@ -242,39 +251,61 @@ def main(argv: list[str] | None = None) -> dict:
         record("package, fast", rate(lambda s: package_run(cfg, s, device, bf16=True), steps))
 
     n_models, e_steps = cfg["ensemble"], cfg["ensemble_steps"]
-    small_gpt = GPTConfig(n_dims=5, n_context=12, n_embd=64, n_layer=3, n_head=2)
-    fourier = NonparametricTasks(dim=4, smoothness=1.0, n_basis=128, noise_std=0.5)
-    cases = {  # as the chapters train them (quick sizes): the small models in float32, the GPT in bfloat16 on a GPU
-        "LTB (chapter 4), batch 512": (lambda: LTB(5), LinearRegression(dim=5, noise_std=0.5), 512, 10, False),
-        "MLP+attention (chapter 1), batch 64": (
+    lin5, fourier = (
+        LinearRegression(dim=5, noise_std=0.5),
+        NonparametricTasks(dim=4, smoothness=1.0, n_basis=128, noise_std=0.5),
+    )
+    gpt = GPTConfig(n_dims=5, n_context=10, n_embd=32, n_layer=3, n_head=2)
+    paired = GPTConfig(n_dims=3, n_context=8, n_embd=32, n_layer=2, n_head=2, tokens="paired", residual_init=True)
+    single_index = GPTConfig(n_dims=1, n_context=16, n_embd=32, n_layer=2, n_head=2)
+    cases = {  # the models the chapters train with Adam, at their quick sizes (a GPT in bfloat16 on a GPU)
+        "LTB (chapter 5), batch 512": (lambda: LTB(5), lin5, 512, 10, False),
+        "LSA (chapter 5), batch 512": (lambda: LSA(5), lin5, 512, 10, False),
+        "GPT 3x32 (chapter 1), batch 64": (lambda: ICLTransformer(gpt), lin5, 64, 10, True),
+        "GPT 2x32 (chapter 4), batch 64": (lambda: ICLTransformer(single_index), LinearRegression(dim=1), 64, 16, True),
+        "GPT 2x32, paired tokens (chapter 5), batch 128": (
+            lambda: ICLTransformer(paired),
+            LinearRegression(dim=3),
+            128,
+            8,
+            True,
+        ),
+        # chapter 2 fits it by L-BFGS: a model whose memory traffic, not its arithmetic, sets its time
+        "MLP+attention (chapter 2), batch 64": (
             lambda: MLPAttention(4, 32, hidden=64, input_scale=10.0),
             fourier,
             64,
             32,
             False,
         ),
-        "GPT 3x64 (chapter 0), batch 64": (lambda: ICLTransformer(small_gpt), LinearRegression(dim=5), 64, 12, True),
     }
     for name, (make, task, e_batch, n_context, bf16) in cases.items():
 
-        def run(models: int, steps: int, case=(make, task, e_batch, n_context, bf16)) -> float:
+        def run(models: int, steps: int, how: str, case=(make, task, e_batch, n_context, bf16)) -> float:
             make, task, e_batch, n_context, bf16 = case
-            return ensemble_run(make, task, models, steps, e_batch, n_context, bf16, device)
+            return ensemble_run(make, task, models, steps, e_batch, n_context, bf16, device, how)
 
-        one, many = rate(lambda s: run(1, s), e_steps), rate(lambda s: run(n_models, s), e_steps)
-        ensembles.append(
-            {
-                "name": name,
-                "models": n_models,
-                "bf16": bf16 and device.type == "cuda",
-                "steps_per_s_one": one,
-                "steps_per_s_many": many,
-                "time_ratio": one / many,
-            }
+        one = rate(lambda s: run(1, s, "one"), e_steps)
+        many = rate(lambda s: run(n_models, s, "ensemble"), e_steps)
+        batched = batched_by_default(
+            make().to(device), task, TrainConfig(steps=1, batch_size=e_batch, n_context=n_context)
         )
+        row = {
+            "name": name,
+            "models": n_models,
+            "bf16": bf16 and device.type == "cuda",
+            "path": "batched" if batched else "separate",
+            "steps_per_s_one": one,
+            "steps_per_s_many": many,
+            "time_ratio": one / many,
+        }
+        if device.type == "cpu":  # separate runs in processes, train_parallel: what an ensemble must not lose to
+            row["steps_per_s_separate"] = rate(lambda s: run(n_models, s, "separate"), e_steps)
+            row["time_ratio_separate"] = one / row["steps_per_s_separate"]
+        ensembles.append(row)
         print(
-            f"{name:32s} 1 model {one:8.1f} steps/s, {n_models} models {many:8.1f} steps/s: "
-            f"{one / many:.2f}x the time of one",
+            f"{name:48s} {row['path']:8s} {n_models} models {one / many:5.2f}x the time of one"
+            + (f", separate runs {row['time_ratio_separate']:5.2f}x" if "time_ratio_separate" in row else ""),
             flush=True,
         )
         write_json(partial, result)

@@ -9,14 +9,16 @@ pass, for a GPU),
 
 from __future__ import annotations
 
+import contextvars
 import copy
+import functools
 import inspect
 import math
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -24,6 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
 
 from icl_utils import checks
 from icl_utils.checks import Count, NonEmpty, Positive, Size, Steps, Task, checked
@@ -282,11 +285,11 @@ def _optimize(
     blocks: list[Tensor] = []  # log_every steps each, allocated as the run goes: nothing up front for a long run
     start = time.perf_counter()
     bar = progress_bar(range(steps), desc=desc, enabled=progress)
-    for step in bar:
+    prompts = _prompts(plan.draw, steps, ahead=plan.dev.type == "cpu")
+    for step, prompt in zip(bar, prompts):
         row = step % log_every
         if row == 0:
             blocks.append(torch.empty(min(log_every, steps - step), n_losses, device=plan.dev))
-        prompt = plan.draw(step)
         try:
             blocks[-1][row] = step_fn(step, prompt)
         except TypeError as err:
@@ -303,6 +306,24 @@ def _optimize(
                 bar.set_postfix(loss=f"{blocks[-1].mean().item():.3f}", refresh=False)
     bar.close()
     return torch.cat(blocks).cpu().numpy(), time.perf_counter() - start
+
+
+def _prompts(draw: Callable[[int], Prompt], steps: int, ahead: bool) -> Iterator[Prompt]:
+    """``draw(0), ..., draw(steps - 1)``; with ``ahead``, each drawn on a second thread while the step before it
+    runs. The draws are the same, in the same order, so the prompts and the generator's final state are too: on a
+    CPU, sampling (serial in torch) then overlaps the step (chapter 5's LTBs spend a third of a step sampling). Not
+    on CUDA, where sampling is asynchronous already and work from a second thread would break a graph capture."""
+    if not ahead:
+        yield from map(draw, range(steps))
+        return
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # each draw in a copy of the caller's context, so that its settings (checks.nonfinite_allowed) hold there
+        pending = pool.submit(contextvars.copy_context().run, draw, 0)
+        for step in range(steps):
+            prompt = pending.result()
+            if step + 1 < steps:  # never a draw past the last step: the generator ends where it would
+                pending = pool.submit(contextvars.copy_context().run, draw, step + 1)
+            yield prompt
 
 
 #: A model whose mean loss over ``log_every`` steps grows this many times over its first step's has diverged, even
@@ -360,6 +381,31 @@ def train(
     return TrainHistory(losses=losses[:, 0], seconds=seconds)
 
 
+#: Forward-pass floating-point operations of one model on one step's prompts above which :func:`train_ensemble`
+#: trains a CPU ensemble's models separately rather than in one batched pass. Measured on a 2-core CPU (8 models,
+#: as the book trains them): the LSA and LTB of chapter 5 (0.5 MFLOP) ran batched in 2.4-3.3x the time of one;
+#: the MLP with attention (27 MFLOP) and the GPTs (57-470 MFLOP) took 4.5-14x, more than separate runs on two
+#: cores, as their batched activations no longer fit the cores' caches. Any threshold between the two groups
+#: splits them the same way; the choice depends on the model and the configuration only, never on the machine.
+BATCHED_FLOPS = 4e6
+
+
+@checked
+def batched_by_default(model: nn.Module, task: Task, config: TrainConfig) -> bool:
+    """Whether :func:`train_ensemble` runs an ensemble of ``model``'s architecture as one batched pass by default:
+    always on a GPU; on a CPU when the matrix products of one forward pass on ``batch_size`` prompts of
+    ``n_context`` examples (a curriculum's largest) cost at most :data:`BATCHED_FLOPS` (counted on prompts of
+    zeros: the task is not sampled)."""
+    param = next(model.parameters())
+    if param.device.type != "cpu":
+        return True
+    batch, n, zeros = config.batch_size, config.n_context, functools.partial(torch.zeros, dtype=param.dtype)
+    probe = Prompt(zeros(batch, n, task.dim), zeros(batch, n), zeros(batch, task.dim), zeros(batch))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(probe)
+    return counter.get_total_flops() <= BATCHED_FLOPS
+
+
 @checked
 def train_ensemble(
     models: Annotated[list | tuple, NonEmpty],
@@ -367,6 +413,8 @@ def train_ensemble(
     config: TrainConfig,
     *,
     generator: torch.Generator,
+    batched: bool | None = None,
+    workers: Count | None = None,
     progress: bool = True,
     desc: str = "training ensemble",
 ) -> TrainHistory:
@@ -375,10 +423,15 @@ def train_ensemble(
     task family for all of them, or a list of ``S`` (of one dimension): model ``s`` then trains on ``task[s]``
     (a sweep over task parameters, or one :class:`~icl_utils.tasks.pool.PromptPool` per model).
 
-    The models' parameters are stacked along a new leading dimension and one forward pass runs all of them
-    (``torch.func.vmap`` over ``torch.func.functional_call``); Adam acts elementwise, so Adam on the stacked
-    tensors is exactly ``S`` independent Adams. On a GPU, where small models are limited by kernel launches
-    rather than arithmetic, ``S`` models cost little more than one. Returns losses of shape ``(steps, S)``.
+    ``batched=True`` stacks the models' parameters along a new leading dimension and runs all of them in one
+    forward pass (``torch.func.vmap`` over ``torch.func.functional_call``): step ``t`` draws the prompts of all
+    ``S`` models from ``generator``, model ``s`` trains on block ``s`` of them, and Adam on the stacked tensors is
+    exactly ``S`` independent Adams, since Adam acts elementwise. ``batched=False`` is :func:`train_parallel` with
+    ``S`` seeds drawn from ``generator``: each model trains alone, on one thread, on prompts from its own seed, in
+    up to ``workers`` forked processes (default: the cores, at most ``S``). The default
+    (:func:`batched_by_default`) batches on a GPU, where small models are limited by kernel launches rather than
+    arithmetic, and on a CPU when one model's forward pass costs at most :data:`BATCHED_FLOPS`. Returns losses of
+    shape ``(steps, S)``.
     """
     models, tasks = list(models), list(task) if isinstance(task, (list, tuple)) else [task]
     plan = _plan(models, tasks, config, generator)
@@ -390,6 +443,12 @@ def train_ensemble(
             or any(p.shape != q.shape for p, q in zip(model.parameters(), models[0].parameters()))
         ):
             raise ValueError(f"model {i} differs in architecture from model 0; an ensemble needs one architecture")
+    if batched is None:
+        batched = batched_by_default(models[0], tasks[0], config)
+    if not batched:
+        if plan.dev.type != "cpu":
+            raise ValueError(f"batched=False trains on the CPU; the generator samples on {plan.dev}")
+        return _train_separately(models, tasks, config, generator, workers, progress, desc)
     n_models = len(models)
     for model in models:  # stack_module_state wants one mode for all (a model trained before is in eval mode)
         model.train()
@@ -422,6 +481,28 @@ def train_ensemble(
                 model.eval()
     _finite_after(models, config.steps)
     return TrainHistory(losses=losses, seconds=seconds)
+
+
+def _train_separately(
+    models: list[nn.Module],
+    tasks: list[TaskFamily],
+    config: TrainConfig,
+    generator: torch.Generator,
+    workers: int | None,
+    progress: bool,
+    desc: str,
+) -> TrainHistory:
+    """:func:`train_ensemble` with ``batched=False``: :func:`train_parallel` with seeds drawn from ``generator``."""
+    start = time.perf_counter()
+    seeds = torch.randint(0, 2**62, (len(models),), generator=generator).tolist()
+    tasks = tasks * len(models) if len(tasks) == 1 else tasks
+    jobs = [(model, task, config, seed) for model, task, seed in zip(models, tasks, seeds)]
+    results = _run_jobs(_train_one_thread, jobs, _workers(workers, len(models)), desc, progress)
+    for model, (weights, _) in zip(models, results):
+        model.load_state_dict(weights)
+        model.eval()
+    losses = np.stack([history.losses for _, history in results], 1)
+    return TrainHistory(losses=losses, seconds=time.perf_counter() - start)
 
 
 def _train_one_thread(model: nn.Module, task: TaskFamily, config: TrainConfig, seed: int) -> tuple[dict, TrainHistory]:
@@ -465,6 +546,44 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def _workers(requested: int | None, jobs: int) -> int:
+    """Processes for ``jobs`` runs on the CPU: ``requested``, by default the cores (at most ``jobs``); 1 where
+    ``fork`` is missing or CUDA is present (autograd's engine keeps a thread per device once a backward pass has
+    run, and a forked worker then fails inside torch)."""
+    if "fork" not in multiprocessing.get_all_start_methods() or torch.cuda.is_available():
+        return 1
+    return min(_cores(), jobs) if requested is None else requested
+
+
+def _run_jobs(job: Callable, jobs: list[tuple], workers: int, desc: str, progress: bool) -> list:
+    """``[job(*args) for args in jobs]``, in ``workers`` forked processes (1: here, one after another), with a bar
+    counting the finished jobs."""
+    bar = progress_bar(range(len(jobs)), desc=desc, enabled=progress)
+    results: dict[int, object] = {}
+    if workers == 1:
+        for i, args in enumerate(jobs):
+            results[i] = job(*args)
+            bar.update(1)
+    else:
+        # fork, as PyTorch's DataLoader does (its workers too run on one thread): spawn would re-run a script's
+        # main module in every worker
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        try:
+            futures = {pool.submit(job, *args): i for i, args in enumerate(jobs)}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update(1)
+        except BaseException:
+            # an interrupt or a failed run stops the others now, not after they finish
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+    bar.close()
+    return [results[i] for i in range(len(jobs))]
+
+
 @checked
 def train_parallel(
     models: Annotated[list | tuple, NonEmpty],
@@ -480,8 +599,8 @@ def train_parallel(
     return their histories; the models are updated in place and left in eval mode.
 
     Why: a small model does not keep two cores busy (chapter 1's GPT takes as long per step on one thread as on
-    two), and :func:`train_ensemble`'s ``vmap`` costs more than it saves for GPTs on the CPU, so on ``P`` cores
-    ``S`` runs take about ``S / P`` the time of one after another. Model ``i`` trains on ``task`` (or ``task[i]``)
+    two), and batching GPTs on the CPU costs more than it saves (:data:`BATCHED_FLOPS`), so on ``P`` cores ``S``
+    runs take about ``S / P`` the time of one after another. Model ``i`` trains on ``task`` (or ``task[i]``)
     with prompts from a generator seeded ``seeds[i]`` and on one thread wherever it runs, so its result does not
     depend on ``workers`` (default: the cores, at most ``S``; 1 trains here, one after another, as on a system
     without ``fork`` or with CUDA, whose autograd threads a fork cannot copy). On a GPU the models of each
@@ -500,42 +619,14 @@ def train_parallel(
         checks.task_family(one_task, f"task[{i}]")
         if next(model.parameters(), None) is None:
             raise ValueError(f"models[{i}] has no parameters to train")
-    workers = min(_cores(), len(models)) if workers is None else workers
-    on_cpu = all(p.device.type == "cpu" for model in models for p in model.parameters())
-    # Where CUDA is present, autograd's engine keeps a thread per device once a backward pass has run, and a forked
-    # worker then fails inside torch; the runs go one after another there, with the same results.
-    if not on_cpu or "fork" not in multiprocessing.get_all_start_methods() or torch.cuda.is_available():
-        workers = 1
-    if not on_cpu:
+    if not all(p.device.type == "cpu" for model in models for p in model.parameters()):
         return _train_groups(models, tasks, config, seeds, progress, desc)
-    bar = progress_bar(range(len(models)), desc=desc, enabled=progress)
-    results: dict[int, tuple[dict, TrainHistory]] = {}
-    if workers == 1:
-        for i in bar:
-            results[i] = _train_one_thread(models[i], tasks[i], config, seeds[i])
-    else:
-        # fork, as PyTorch's DataLoader does (its workers too run on one thread): spawn would re-run a script's
-        # main module in every worker
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
-        try:
-            futures = {
-                pool.submit(_train_one_thread, models[i], tasks[i], config, seeds[i]): i for i in range(len(models))
-            }
-            for future in as_completed(futures):
-                results[futures[future]] = future.result()
-                bar.update(1)
-        except BaseException:
-            # an interrupt or a failed run stops the others now, not after they finish
-            for process in list(getattr(pool, "_processes", {}).values()):
-                process.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown()
-    bar.close()
-    for i, model in enumerate(models):
-        model.load_state_dict(results[i][0])
+    jobs = [(models[i], tasks[i], config, seeds[i]) for i in range(len(models))]
+    results = _run_jobs(_train_one_thread, jobs, _workers(workers, len(models)), desc, progress)
+    for model, (weights, _) in zip(models, results):
+        model.load_state_dict(weights)
         model.eval()
-    return [results[i][1] for i in range(len(models))]
+    return [history for _, history in results]
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,12 @@ def test_train_speed_runs_every_path_on_cpu(tmp_path):
     assert "package, plain" in names and all(row["steps_per_s"] > 0 for row in saved["rows"])
     if saved["transformers"] is not None:
         assert names[0] == "reference (HF GPT2)" and saved["rows"][0]["ratio_to_reference"] == 1.0
-    assert [e["models"] for e in saved["ensembles"]] == [2, 2, 2]
+    assert [e["models"] for e in saved["ensembles"]] == [2] * 6
     assert all(e["steps_per_s_one"] > 0 and e["time_ratio"] > 0 for e in saved["ensembles"])
+    # on the CPU each case also times separate runs, and the GPTs take that path
+    assert all(e["time_ratio_separate"] > 0 for e in saved["ensembles"])
+    paths = {e["name"].split(" (")[0]: e["path"] for e in saved["ensembles"]}
+    assert paths["LTB"] == paths["LSA"] == "batched" and paths["GPT 3x32"] == "separate"
 
 
 def test_write_json_is_atomic(tmp_path, monkeypatch):

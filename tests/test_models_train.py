@@ -337,7 +337,7 @@ def test_ensemble_training_equals_separate_runs(gen, make):
     rec = Recorder(LinearRegression(dim=3, noise_std=0.1))
     test = LinearRegression(dim=3).sample(64, 5, torch.Generator().manual_seed(9))
     config = cfg(steps=25, batch_size=16, n_context=5, lr=3e-3, schedule="cosine")
-    hist = train_ensemble(models, rec, config, generator=gen, progress=False)
+    hist = train_ensemble(models, rec, config, generator=gen, batched=True, progress=False)
     assert hist.losses.shape == (25, 3) and hist.smoothed(5).shape == (25, 3)
     for s, single in enumerate(copies):
         h = train(single, Replay(rec, s, 3), config, generator=gen, progress=False)
@@ -380,6 +380,7 @@ def test_bf16_is_ignored_on_the_cpu():
             LinearRegression(dim=3),
             cfg(steps=5, batch_size=8, lr=1e-3, bf16=bf16),
             generator=torch.Generator().manual_seed(4),
+            batched=True,
             progress=False,
         ).losses
 
@@ -419,6 +420,7 @@ def test_ensemble_training_is_bitwise_reproducible_on_cpu():
             LinearRegression(dim=3, noise_std=0.2),
             cfg(steps=15, batch_size=8, lr=1e-3),
             generator=torch.Generator().manual_seed(4),
+            batched=True,
             progress=False,
         )
         return hist.losses, torch.cat([p.flatten() for m in models for p in m.parameters()])
@@ -544,6 +546,106 @@ def test_parallel_training_equals_one_run_after_another_bitwise():
         np.testing.assert_array_equal(x.losses, y.losses)
         np.testing.assert_array_equal(x.losses, z.losses)
     assert not torch.equal(next(parallel[0].parameters()), next(parallel[2].parameters()))  # seeds differ
+
+
+def test_prompts_drawn_ahead_are_the_prompts_drawn_in_turn():
+    """On a CPU each step's prompts are drawn on a second thread while the step before runs: the same draws in the
+    same order, the generator left where drawing in turn leaves it, and no draw past the last step."""
+    from icl_utils.checks import _CHECK_VALUES, nonfinite_allowed
+    from icl_utils.train import _prompts
+
+    task, calls = LinearRegression(dim=3), []
+
+    def draw(generator):
+        def one(step):
+            calls.append((step, _CHECK_VALUES.get()))
+            return task.sample(4, 5, generator)
+
+        return one
+
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    ahead = list(_prompts(draw(g1), 6, ahead=True))
+    in_turn = list(_prompts(draw(g2), 6, ahead=False))
+    assert all(torch.equal(a.x, b.x) and torch.equal(a.y, b.y) for a, b in zip(ahead, in_turn))
+    assert torch.equal(g1.get_state(), g2.get_state())
+    assert [step for step, _ in calls] == [0, 1, 2, 3, 4, 5] * 2
+    calls.clear()
+    with nonfinite_allowed():  # the caller's settings hold on the drawing thread
+        list(_prompts(draw(g1), 2, ahead=True))
+    assert calls == [(0, False), (1, False)]
+
+
+def test_a_separate_ensemble_is_train_parallel_with_seeds_from_the_generator():
+    """batched=False: model s trains alone on prompts seeded by the s-th draw from the generator, bitwise as
+    train_parallel trains it, whatever the number of processes; the generator advances by those draws only."""
+    config = TrainConfig(steps=12, batch_size=8, n_context=4, lr=1e-2)
+    tasks = [LinearRegression(dim=3), LinearRegression(dim=3, noise_std=0.5)]
+    separate, one_process, parallel = _small_gpts(2), _small_gpts(2), _small_gpts(2)
+    g1, g2, g3 = (torch.Generator().manual_seed(4) for _ in range(3))
+    h1 = train_ensemble(separate, tasks, config, generator=g1, batched=False, workers=2, progress=False)
+    h2 = train_ensemble(one_process, tasks, config, generator=g2, batched=False, workers=1, progress=False)
+    seeds = torch.randint(0, 2**62, (2,), generator=g3).tolist()
+    h3 = train_parallel(parallel, tasks, config, seeds=seeds, workers=1, progress=False)
+    assert h1.losses.shape == (12, 2)
+    np.testing.assert_array_equal(h1.losses, h2.losses)
+    for s, history in enumerate(h3):
+        np.testing.assert_array_equal(h1.losses[:, s], history.losses)
+    for a, b, c in zip(separate, one_process, parallel):
+        assert not a.training
+        assert all(
+            torch.equal(p, q) and torch.equal(p, r) for p, q, r in zip(a.parameters(), b.parameters(), c.parameters())
+        )
+    assert torch.equal(g1.get_state(), g3.get_state()) and torch.equal(g2.get_state(), g3.get_state())
+    # control: the batched path draws its prompts from the generator itself, so the same models end elsewhere
+    batched = _small_gpts(2)
+    h4 = train_ensemble(
+        batched, tasks, config, generator=torch.Generator().manual_seed(4), batched=True, progress=False
+    )
+    assert not np.allclose(h4.losses, h1.losses)
+
+
+def test_the_default_path_batches_small_models_and_runs_gpts_separately():
+    """The rule is the forward pass's cost, fixed by BATCHED_FLOPS: chapter 5's LTB at its quick size is batched,
+    chapter 1's GPT is not; a GPT of width 16 and one layer on short prompts is."""
+    from icl_utils.train import batched_by_default
+
+    task = LinearRegression(dim=5)
+    assert batched_by_default(LTB(5), task, cfg(batch_size=512, n_context=10))
+    gpt = ICLTransformer(GPTConfig(n_dims=5, n_context=10, n_embd=32, n_layer=3, n_head=2))
+    assert not batched_by_default(gpt, task, cfg(batch_size=64, n_context=10))
+    assert batched_by_default(_small_gpts(1)[0], LinearRegression(dim=3), cfg(batch_size=16, n_context=4))
+    assert batched_by_default(gpt, task, cfg(batch_size=4, n_context=2))  # the same GPT, on short prompts
+    losses = []
+    for batched in (None, False):
+        g = torch.Generator().manual_seed(1)
+        losses.append(
+            train_ensemble(
+                _small_gpts(2),
+                task := LinearRegression(dim=3),
+                cfg(steps=3, batch_size=64, n_context=4),
+                generator=g,
+                batched=batched,
+                progress=False,
+            ).losses
+        )
+    assert not np.array_equal(*losses)  # the tiny GPT took the batched path by default
+
+
+def test_a_separate_ensemble_reports_a_diverging_model_and_bad_arguments(gen):
+    with pytest.raises(FloatingPointError):
+        train_ensemble(
+            _small_gpts(2),
+            LinearRegression(dim=3),
+            TrainConfig(steps=30, batch_size=8, n_context=4, lr=1e6),
+            generator=gen,
+            batched=False,
+            workers=2,
+            progress=False,
+        )
+    with pytest.raises(TypeError, match="batched"):
+        train_ensemble(_small_gpts(2), LinearRegression(dim=3), cfg(), generator=gen, batched="no")
+    with pytest.raises(ValueError, match="workers"):
+        train_ensemble(_small_gpts(2), LinearRegression(dim=3), cfg(), generator=gen, batched=False, workers=0)
 
 
 def test_parallel_training_reports_a_failed_run():
