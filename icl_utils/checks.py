@@ -62,15 +62,6 @@ def positive_int(name: str, value: object, minimum: int = 1) -> int:
     return int(value)
 
 
-def nonnegative_float(name: str, value: object, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
-    if not value == value or value < 0 or (strict and value == 0) or value == float("inf"):
-        raise ValueError(f"{name} must be {'> 0' if strict else '>= 0'} and finite, got {value}")
-    return value
-
-
 def as_float64(name: str, value: object) -> Tensor:
     """``value`` (a tensor, array or nested list of real numbers) as a float64 tensor, or a TypeError naming it; a
     complex value is refused, not cut to its real part."""
@@ -108,12 +99,6 @@ def psd_matrix(name: str, value: object, dim: int) -> Tensor:
     if torch.linalg.eigvalsh(t).min().item() < -1e-8 * scale:
         raise ValueError(f"{name} must be positive semi-definite")
     return t
-
-
-def same_dim(name: str, size: int, dim: int) -> None:
-    """A ValueError unless an argument's last axis (of ``size``) matches the prompt's dimension ``dim``."""
-    if size != dim:
-        raise ValueError(f"{name} must have the prompt's dimension {dim} along its last axis, got {size}")
 
 
 def psd_sqrt(cov: Tensor) -> Tensor:
@@ -218,18 +203,6 @@ def prompt(value: object, name: str = "prompt", *, finite: bool = True) -> Promp
     return value
 
 
-def task_family(value: object, name: str = "task"):
-    """A :class:`~icl_utils.prompts.TaskFamily` (a task family or a pool) whose ``dim`` is an integer."""
-    if not isinstance(value, TaskFamily) or not callable(value.sample):
-        raise TypeError(
-            f"{name} must be a task family (dim and sample(batch, n, generator)), got {type(value).__name__}"
-        )
-    dim = getattr(value, "dim", None)
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
-        raise TypeError(f"{name}.dim must be an int, got {type(dim).__name__}")
-    return value
-
-
 def finite_losses(losses: Tensor, first_step: int) -> None:
     """Raise a FloatingPointError if a block of recorded losses (rows are steps, the first being ``first_step``)
     holds a NaN or an infinity, naming the first such step."""
@@ -238,19 +211,6 @@ def finite_losses(losses: Tensor, first_step: int) -> None:
         bad = int((~finite).nonzero()[0, 0])
         value = losses[bad].item() if losses[bad].numel() == 1 else losses[bad].tolist()  # one model's: a number
         raise FloatingPointError(f"training loss became {value} at step {first_step + bad}; lower lr or check the task")
-
-
-def sequence(name: str, value: object) -> object:
-    """An iterable of values (not a string)."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
-    return value
-
-
-def module(name: str, value: object) -> torch.nn.Module:
-    if not isinstance(value, torch.nn.Module):
-        raise TypeError(f"{name} must be a torch.nn.Module, got {type(value).__name__}")
-    return value
 
 
 def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> None:

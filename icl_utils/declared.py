@@ -63,8 +63,8 @@ Reals = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, R
 NonEmpty = Is[lambda t: len(t) > 0]
 #: a tensor with at least two entries along its first axis (a spread over them)
 Pair = Is[lambda t: len(t) >= 2]
-#: a tensor without NaN or infinite values (one pass over it, and a host sync on a GPU)
-Finite = Is[lambda t: bool(torch.isfinite(t).all())]
+#: a tensor or numpy array without NaN or infinite values (one pass over it, and a host sync on a GPU)
+Finite = Is[lambda t: bool(torch.isfinite(t).all() if isinstance(t, Tensor) else np.isfinite(t).all())]
 
 _TYPECHECK = beartype(conf=_CONF)
 F = TypeVar("F", bound=Callable)
@@ -299,7 +299,7 @@ def checked(fn: F) -> F:
             arguments = signature.bind(*args, **kwargs).arguments
             error = refusal(name, typing.get_type_hints(fn, include_extras=True)[name], arguments[name], arguments)
             axes = re.findall(r"^(\w+)=(\d+)$", str(err).split("axis annotation are as follows.")[-1], re.M)
-            if axes and isinstance(arguments[name], Tensor):  # the sizes the other arguments fixed
+            if axes and isinstance(arguments[name], (Tensor, np.ndarray)):  # the sizes the other arguments fixed
                 error.args = (f"{error.args[0]} (axes so far: {', '.join(f'{k}={v}' for k, v in axes)})",)
             raise error from None
 

@@ -252,7 +252,7 @@ def test_discrete_posterior_mean_matches_a_direct_computation(chunk_elements, ge
         assert abs(got[b].item() - want.item()) < 1e-5
     one = discrete_posterior_mean(p, pool[:1], task.noise_var)  # a pool of one task: that task's prediction
     torch.testing.assert_close(one, (p.x_query.double() @ pool[0]).float())
-    with pytest.raises(ValueError, match="pool must have the prompt's dimension"):
+    with pytest.raises(ValueError, match=r"pool must be a float tensor of shape \(M, 6\)"):
         discrete_posterior_mean(p, pool[:, :3], task.noise_var)
 
 

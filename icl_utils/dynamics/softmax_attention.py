@@ -35,10 +35,9 @@ from icl_utils.tasks.discrete import DiscreteFeatures
 
 
 @checked
-def predict(prompt: Prompt, q: Annotated[Float[Tensor, "d d"], checks.Finite]) -> Tensor:
+def predict(prompt: Prompt, q: Annotated[Float[Tensor, "{prompt.dim} {prompt.dim}"], checks.Finite]) -> Tensor:
     """Token-level prediction ``sum_i softmax_i(x_i^T Q x_query) y_i``, shape ``(B,)``."""
     prompt = checks.prompt(prompt)
-    checks.same_dim("q", q.shape[-1], prompt.dim)
     if prompt.n_context == 0:
         raise ValueError("prompt must hold at least one context example: softmax attention averages over them")
     scores = torch.einsum("bnd,de,be->bn", prompt.x, q.to(prompt.x), prompt.x_query)
