@@ -74,14 +74,6 @@ def as_float64(name: str, value: object) -> Tensor:
     return t.double()
 
 
-def vector(name: str, value: object, dim: int) -> Tensor:
-    """A finite ``(dim,)`` vector, as float64 on the CPU."""
-    t = as_float64(name, value)
-    if tuple(t.shape) != (dim,):
-        raise ValueError(f"{name} must have shape ({dim},), got {tuple(t.shape)}")
-    return finite(name, t).cpu()
-
-
 def matrix(name: str, value: object, dim: int) -> Tensor:
     """A finite ``(dim, dim)`` matrix, as float64 on the CPU."""
     t = as_float64(name, value)

@@ -165,8 +165,9 @@ def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
     if isinstance(hint, type) and issubclass(hint, AbstractArray):
         dtype = {"Float": "a float", "Int": "an integer", "Bool": "a boolean"}.get(hint.dtype.__name__, "a")
         dim_str = hint.dim_str
-        with contextlib.suppress(KeyError, AttributeError, IndexError, ValueError):  # axes given by arguments
-            dim_str = dim_str.format(**(arguments or {}))  # ("{dim}", "{self.dim}"), as jaxtyping reads them
+        # axes given by arguments ("{dim}", "{task.dim+1}"): the annotation's f-string, evaluated as jaxtyping does
+        with contextlib.suppress(NameError, AttributeError, TypeError, ValueError, SyntaxError, IndexError, KeyError):
+            dim_str = eval("f" + repr(dim_str), {}, dict(arguments or {}))
         dims = ", ".join(dim_str.split()) + ("," if len(hint.dims) == 1 else "")
         if hint.array_type is np.ndarray:
             return "a numpy array", f"{dtype} numpy array of shape ({dims})"

@@ -1175,8 +1175,28 @@ case(
     lambda: exact.gd_beta_risk(FAMILIES["NonparametricTasks"], 4, torch.zeros(1), torch.eye(1)),
 )
 case(
+    "gd_beta_risk gamma of wrong size",
+    r"gamma must be a float tensor of shape \(2, 2\)",
+    lambda: exact.gd_beta_risk(LR, 4, torch.zeros(2), torch.eye(3)),
+)
+case(
+    "optimal_gd_step beta0 of wrong length",
+    r"beta0 must be a float tensor of shape \(2,\)",
+    lambda: exact.optimal_gd_step(LR, 4, torch.zeros(3)),
+)
+case(
+    "best_gd_beta_risk beta0 NaN",
+    "beta0 must be .*finite values",
+    lambda: exact.best_gd_beta_risk(LR, 4, torch.tensor([NAN, 0.0])),
+)
+case(
+    "lsa_risk u of wrong length",
+    r"u must be a float tensor of shape \(3,\)",
+    lambda: exact.lsa_risk(LR, 4, torch.zeros(2), torch.zeros(3, 2)),
+)
+case(
     "gd_beta_risk beta0 of wrong length",
-    r"beta0 and gamma must have shapes \(2,\) and \(2, 2\) .* got \(3,\)",
+    r"beta0 must be a float tensor of shape \(2,\)",
     lambda: exact.gd_beta_risk(LR, 4, torch.zeros(3), torch.eye(2)),
 )
 case(
