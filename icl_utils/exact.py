@@ -106,13 +106,14 @@ class AttentionMoments:
     w: Tensor
 
     @classmethod
+    @checked
     def of(
         cls,
         features: Callable[[Tensor], Tensor],
-        task: object,
+        task: NonparametricTasks,
         *,
         prior_cov: Tensor | None = None,
-        points: int | None = None,
+        points: Count | None = None,
     ) -> AttentionMoments:
         """Moments of ``features`` (a map from ``(K, dim)`` inputs to ``(K, N)`` features: the true basis
         ``task.features`` or a model's ``model.features``) under ``task``'s inputs and labels (the query's without noise
@@ -141,11 +142,9 @@ class AttentionMoments:
         return white @ torch.linalg.solve(white.T @ self.s(n) @ white, white.T @ self.c @ white) @ white.T
 
     @checked
-    def risk(self, n: Count, gamma: Annotated[Float[Tensor, "N N"], checks.Finite]) -> Tensor:
-        """``R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S(n))``."""
-        size = self.c.shape[0]
-        if gamma.shape[0] != size:
-            raise ValueError(f"gamma must be a tensor of shape ({size}, {size}) to match the {size} features")
+    def risk(self, n: Count, gamma: Annotated[Float[Tensor, "{len(self.c)} {len(self.c)}"], checks.Finite]) -> Tensor:
+        """``R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S(n))``, for ``gamma`` of one row and column per
+        feature."""
         gamma = gamma.detach().double().cpu()
         return self.second - 2 * torch.trace(gamma @ self.c) + torch.trace(gamma @ self.g @ gamma.T @ self.s(n))
 
@@ -167,14 +166,10 @@ def _moments(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``E y^2``, ``C``, ``G`` and ``W`` of :class:`AttentionMoments`, in float64 on the CPU, differentiable in the
     parameters of ``features`` where autograd is on."""
-    if not isinstance(task, NonparametricTasks):
-        raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
-    if not callable(features):
-        raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
     prior = (
         torch.diag(task.prior_var()) if prior_cov is None else checks.psd_matrix("prior_cov", prior_cov, task.n_basis)
     )
-    points = (4096 if task.dim == 1 else 2**15) if points is None else checks.positive_int("points", points)
+    points = (4096 if task.dim == 1 else 2**15) if points is None else points
     checks.allocation("points * n_basis (quadrature features)", points * task.n_basis, torch.float64)
     nodes, basis = _quadrature(task, points)
     owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
@@ -194,7 +189,12 @@ def _moments(
 
 @checked
 def profiled_attention_risk(
-    features: Callable[[Tensor], Tensor], task: object, n: Count, *, points: Count | None = None, rtol: Positive = 1e-10
+    features: Callable[[Tensor], Tensor],
+    task: NonparametricTasks,
+    n: Count,
+    *,
+    points: Count | None = None,
+    rtol: Positive = 1e-10,
 ) -> Tensor:
     """The ICL risk of linear attention on ``features`` with its best ``Gamma``, ``R(Gamma*) = E y^2 -
     tr(S^-1 C G^-1 C)`` (:class:`AttentionMoments`), as a float64 scalar that autograd differentiates through the

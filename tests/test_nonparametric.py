@@ -190,7 +190,7 @@ def test_true_basis_attention_reaches_the_minimax_slope():
 
 def test_bad_attention_risk_arguments_raise():
     task = NonparametricTasks(dim=1, smoothness=1.0, n_basis=8)
-    with pytest.raises(ValueError, match="gamma must be a tensor of shape"):
+    with pytest.raises(ValueError, match=r"gamma must be a float tensor of shape \(8, 8\)"):
         attention_risk(task.features, task, 4, torch.eye(3))
     with pytest.raises(TypeError, match="task must be a NonparametricTasks"):
         attention_gamma(task.features, object(), 4)

@@ -1213,8 +1213,18 @@ case(
 )
 case(
     "attention_gamma features not callable",
-    "features must be callable",
+    "features must be a callable",
     lambda: exact.attention_gamma(None, FAMILIES["NonparametricTasks"], 4),
+)
+case(
+    "profiled_attention_risk of a linear task",
+    "task must be a NonparametricTasks",
+    lambda: exact.profiled_attention_risk(LR.sample, LR, 4),
+)
+case(
+    "AttentionMoments.of a linear task",
+    "task must be a NonparametricTasks",
+    lambda: exact.AttentionMoments.of(FAMILIES["NonparametricTasks"].features, LR),
 )
 case(
     "attention_gamma points 0",
@@ -1230,7 +1240,7 @@ case(
 )
 case(
     "attention_risk gamma of wrong size",
-    "gamma must be a tensor of shape",
+    r"gamma must be a float tensor of shape \(8, 8\)",
     lambda: exact.attention_risk(
         FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, torch.eye(3)
     ),
