@@ -21,7 +21,12 @@ from icl_utils.dynamics import softmax_attention as sa
 from icl_utils.estimators import kernel_ridge_fit, two_layer_network_fit
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.models import LTB, FeatureAttention, GDBeta, GDPlusPlus, GPTConfig, ICLTransformer, MLPAttention
-from icl_utils.models.feature_attention import fit_attention_ridge, one_step_feature_update, stage_one_gradients
+from icl_utils.models.feature_attention import (
+    FixedFeatureAttention,
+    fit_attention_ridge,
+    one_step_feature_update,
+    stage_one_gradients,
+)
 from icl_utils.models.linear_attention import (
     attention_mask,
     gd_beta_from_ltb,
@@ -899,6 +904,20 @@ case(
     "effective_ridge curve a list",
     "curve must be a torch.Tensor",
     lambda: risk.effective_ridge([1.0] * 5, prompt(), [0.1]),
+)
+case("swap_contexts of a tensor", "prompt must be an icl_utils.Prompt", lambda: swap_contexts(torch.zeros(3, 2)))
+case(
+    "swap_contexts shift a float",
+    "shift must be an int",
+    lambda: swap_contexts(FAMILIES["SingleIndexTasks"].sample(4, 3, gen()), 1.5),
+)
+case(
+    "FixedFeatureAttention features not callable", "features must be a callable", lambda: FixedFeatureAttention(3, 1, 4)
+)
+case(
+    "FixedFeatureAttention n_features 0",
+    "n_features must be >= 1",
+    lambda: FixedFeatureAttention(FAMILIES["NonparametricTasks"].features, 1, 0),
 )
 case(
     "swap_contexts batch of one",
