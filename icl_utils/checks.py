@@ -22,6 +22,7 @@ from icl_utils import config
 from icl_utils.declared import (  # noqa: F401  re-exported: the package declares its checks from here
     Count,
     Counts,
+    Distribution,
     Draws,
     Finite,
     Fraction,
@@ -39,6 +40,7 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     Several,
     Size,
     Steps,
+    SumsToOne,
     checked,
     declare,
     describe,
@@ -110,16 +112,6 @@ def prompt_fits(prompt_x: Tensor, module: torch.nn.Module) -> None:
             f"prompt is {prompt_x.dtype} on {prompt_x.device} but the model's parameters are {param.dtype} on "
             f"{param.device}; move or convert one of them (model.to(device), or sample with a generator there)"
         )
-
-
-def probabilities(name: str, value: object) -> Tensor:
-    """A non-empty vector of positive probabilities summing to 1, as float64 on the CPU."""
-    probs = as_float64(name, value).cpu()
-    if probs.ndim != 1 or probs.numel() < 1:
-        raise ValueError(f"{name} must be a non-empty vector, got shape {tuple(probs.shape)}")
-    if torch.any(~(probs > 0)) or abs(probs.sum().item() - 1) > 1e-6:
-        raise ValueError(f"{name} must be positive and sum to 1, got sum {probs.sum().item():.6f}")
-    return probs
 
 
 def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> None:

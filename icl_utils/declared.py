@@ -27,7 +27,7 @@ import torch
 from beartype import BeartypeConf, beartype
 from beartype.door import is_bearable
 from beartype.vale import Is
-from jaxtyping import AbstractArray, TypeCheckError, jaxtyped
+from jaxtyping import AbstractArray, Float, TypeCheckError, jaxtyped
 from torch import Tensor
 
 from icl_utils import config
@@ -63,6 +63,9 @@ Reals = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, R
 NonEmpty = Is[lambda t: len(t) > 0]
 #: a tensor with at least two entries along its first axis (a spread over them)
 Pair = Is[lambda t: len(t) >= 2]
+#: a vector of positive probabilities summing to 1 (within 1e-6, summed in float64)
+SumsToOne = Is[lambda p: bool((p > 0).all()) and abs(p.double().sum().item() - 1) <= 1e-6]
+Distribution = Annotated[Float[Tensor, " K"], SumsToOne]
 #: a tensor or numpy array without NaN or infinite values (one pass over it, and a host sync on a GPU)
 Finite = Is[lambda t: bool(torch.isfinite(t).all() if isinstance(t, Tensor) else np.isfinite(t).all())]
 
@@ -159,6 +162,7 @@ def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
     if typing.get_origin(hint) is Annotated:
         kind, constraint = _words(typing.get_args(hint)[0], arguments)
         extra = {id(Finite): "with finite values", id(NonEmpty): "not empty", id(Pair): "with at least two rows"}
+        extra[id(SumsToOne)] = "with positive values summing to 1"
         # a validator declared elsewhere and not described (describe()) is shown as its source
         said = [extra.get(id(m), "satisfying " + repr(m).removeprefix("beartype.vale.")) for m in hint.__metadata__]
         return kind, ", ".join([constraint, *said])

@@ -346,7 +346,7 @@ case(
 )
 case(
     "DiscreteFeatures negative probability",
-    "probs must be positive",
+    "probs must be .*with positive values summing to 1",
     lambda: DiscreteFeatures(dim=3, probs=torch.tensor([1.5, -0.5])),
 )
 case(
@@ -981,7 +981,7 @@ case(
 case("sa.predict NaN q", "q must be .* finite values", lambda: sa.predict(prompt(), torch.full((2, 2), NAN)))
 case(
     "sa.sample_counts NaN probability",
-    "probs must be positive",
+    "probs must be .*with positive values summing to 1",
     lambda: sa.sample_counts(torch.tensor([NAN, 1.0]), 3, 4, gen()),
 )
 case(
@@ -1022,6 +1022,27 @@ case(
     r"quantile must be in \(0, 1\)",
     lambda: sa.concentration_quantile(
         torch.zeros(2, 2), torch.tensor([0.5, 0.5]), 4, n_samples=4, quantile=1.5, generator=gen()
+    ),
+)
+case(
+    "sa.convergence_times a problem without n_context",
+    "problems must be a non-empty tuple or list of \\(probs, n_context\\) pairs",
+    lambda: sa.convergence_times(
+        [torch.tensor([0.5, 0.5])], eps=[0.1], n_seeds=1, steps=2, lr=1.0, n_samples=4, generator=gen()
+    ),
+)
+case(
+    "sa.convergence_times n_context 0",
+    "problems must be .*an int >= 1",
+    lambda: sa.convergence_times(
+        [(torch.tensor([0.5, 0.5]), 0)], eps=[0.1], n_seeds=1, steps=2, lr=1.0, n_samples=4, generator=gen()
+    ),
+)
+case(
+    "sa.convergence_times probs not summing to 1",
+    "problems must be .*probabilities summing to 1",
+    lambda: sa.convergence_times(
+        [(torch.tensor([0.5, 0.6]), 4)], eps=[0.1], n_seeds=1, steps=2, lr=1.0, n_samples=4, generator=gen()
     ),
 )
 case(

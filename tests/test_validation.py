@@ -103,7 +103,7 @@ CASES = {
     # probabilities
     "probabilities not summing to 1": (
         ValueError,
-        "sum to 1",
+        "probs must be .*summing to 1",
         lambda: DiscreteFeatures(dim=3, probs=torch.tensor([0.6, 0.6])),
     ),
     "NaN probability": (ValueError, "positive", lambda: sa.sample_counts(torch.tensor([float("nan"), 1.0]), 3, 4, G)),
