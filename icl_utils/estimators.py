@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Shaped
 from torch import Tensor
 
 from icl_utils import checks, config
@@ -269,20 +269,17 @@ def kernel_ridge_fit(
         alpha, width = torch.cat([a for a, _ in fits]), torch.cat([h for _, h in fits])
 
     def predict(inputs: Tensor) -> Tensor:
-        if (
-            not isinstance(inputs, Tensor)
-            or inputs.ndim != 3
-            or inputs.shape[0] != prompt.batch_size
-            or (inputs.shape[2] != prompt.dim)
-        ):
-            raise ValueError(
-                f"inputs must have shape ({prompt.batch_size}, Q, {prompt.dim}), got "
-                f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}"
-            )
+        inputs = _queries(inputs, prompt.batch_size, prompt.dim)
         kernel = _gaussian_kernel(inputs.double(), x, width[:, None, None], additive)
         return ((kernel @ alpha[..., None])[..., 0] + offset[:, None]).to(inputs.dtype)
 
     return predict
+
+
+@checked
+def _queries(inputs: Shaped[Tensor, "{batch} Q {dim}"], batch: int, dim: int) -> Tensor:
+    """``inputs`` given to a fitted predictor: ``Q`` query points for each of the ``batch`` prompts it was fitted to."""
+    return inputs
 
 
 def _gaussian_kernel(a: Tensor, b: Tensor, width: float | Tensor, additive: bool) -> Tensor:
@@ -371,11 +368,6 @@ def two_layer_network_fit(
 
     @torch.no_grad()
     def predict(inputs: Tensor) -> Tensor:
-        if not isinstance(inputs, Tensor) or inputs.ndim != 3 or inputs.shape[0] != batch or inputs.shape[2] != dim:
-            raise ValueError(
-                f"inputs must have shape ({batch}, Q, {dim}), got "
-                f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}"
-            )
-        return net(inputs.to(**like))
+        return net(_queries(inputs, batch, dim).to(**like))
 
     return predict

@@ -938,13 +938,18 @@ case(
 )
 case(
     "kernel_ridge_fit queries of the wrong dim",
-    "inputs must have shape",
+    r"inputs must be a tensor of shape \(2, Q, 3\)",
     lambda: kernel_ridge_fit(FAMILIES["SingleIndexTasks"].sample(2, 3, gen()))(torch.zeros(2, 5, 4)),
 )
 case(
     "two_layer_network_fit queries of the wrong batch",
-    "inputs must have shape",
+    r"inputs must be a tensor of shape \(2, Q, 3\)",
     lambda: two_layer_network_fit(FAMILIES["SingleIndexTasks"].sample(2, 3, gen()), steps=1)(torch.zeros(3, 5, 3)),
+)
+case(
+    "kernel_ridge_fit queries a list",
+    "inputs must be a torch.Tensor",
+    lambda: kernel_ridge_fit(FAMILIES["SingleIndexTasks"].sample(2, 3, gen()))([[0.0, 0.0, 0.0]]),
 )
 case(
     "SingleIndexTasks.conditional_mean wrong dim",
