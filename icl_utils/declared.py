@@ -133,8 +133,9 @@ def declare(base: object, ok: Callable[[object], bool], constraint: str) -> obje
 
 
 def _each(item: object) -> Callable[[object], bool]:
-    """``item`` (a predicate, a type or a declared type) as a predicate."""
-    return item if isinstance(item, types.FunctionType) else lambda v: is_bearable(v, item, conf=_CONF)
+    """``item`` (a predicate, a type or a declared type) as a predicate; NumPy scalars are taken as the Python
+    numbers they hold, as :func:`checked` takes them."""
+    return item if isinstance(item, types.FunctionType) else lambda v: is_bearable(_plain(v), item, conf=_CONF)
 
 
 def mapping_of(item: object, words: str | None = None, *, keys: str = "names", empty: bool = False) -> object:

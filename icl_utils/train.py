@@ -15,7 +15,6 @@ import functools
 import inspect
 import math
 import multiprocessing
-import numbers
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -39,11 +38,7 @@ from icl_utils.prompts import Prompt, TaskFamily, squared_errors
 
 Models = sequence_of(nn.Module, "torch.nn.Modules", base=list | tuple)
 Tasks = Task | sequence_of(Task, "task families", base=list | tuple)
-Seeds = sequence_of(
-    lambda s: isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0,
-    "ints >= 0",
-    base=Sequence | np.ndarray,
-)
+Seeds = sequence_of(Size, "ints >= 0", base=Sequence | np.ndarray)
 
 
 @checked
