@@ -22,6 +22,7 @@ from icl_utils import config
 from icl_utils.declared import (  # noqa: F401  re-exported: the package declares its checks from here
     Count,
     Counts,
+    Distribution,
     Draws,
     Finite,
     Fraction,
@@ -39,6 +40,7 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     Several,
     Size,
     Steps,
+    SumsToOne,
     checked,
     declare,
     describe,
@@ -62,15 +64,6 @@ def positive_int(name: str, value: object, minimum: int = 1) -> int:
     return int(value)
 
 
-def nonnegative_float(name: str, value: object, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
-    if not value == value or value < 0 or (strict and value == 0) or value == float("inf"):
-        raise ValueError(f"{name} must be {'> 0' if strict else '>= 0'} and finite, got {value}")
-    return value
-
-
 def as_float64(name: str, value: object) -> Tensor:
     """``value`` (a tensor, array or nested list of real numbers) as a float64 tensor, or a TypeError naming it; a
     complex value is refused, not cut to its real part."""
@@ -81,14 +74,6 @@ def as_float64(name: str, value: object) -> Tensor:
     if t.is_complex():
         raise TypeError(f"{name} must hold real numbers, got {t.dtype}")
     return t.double()
-
-
-def vector(name: str, value: object, dim: int) -> Tensor:
-    """A finite ``(dim,)`` vector, as float64 on the CPU."""
-    t = as_float64(name, value)
-    if tuple(t.shape) != (dim,):
-        raise ValueError(f"{name} must have shape ({dim},), got {tuple(t.shape)}")
-    return finite(name, t).cpu()
 
 
 def matrix(name: str, value: object, dim: int) -> Tensor:
@@ -110,12 +95,6 @@ def psd_matrix(name: str, value: object, dim: int) -> Tensor:
     return t
 
 
-def same_dim(name: str, size: int, dim: int) -> None:
-    """A ValueError unless an argument's last axis (of ``size``) matches the prompt's dimension ``dim``."""
-    if size != dim:
-        raise ValueError(f"{name} must have the prompt's dimension {dim} along its last axis, got {size}")
-
-
 def psd_sqrt(cov: Tensor) -> Tensor:
     """The symmetric square root of a PSD matrix (works for singular matrices too)."""
     evals, evecs = torch.linalg.eigh(cov)
@@ -133,16 +112,6 @@ def prompt_fits(prompt_x: Tensor, module: torch.nn.Module) -> None:
             f"prompt is {prompt_x.dtype} on {prompt_x.device} but the model's parameters are {param.dtype} on "
             f"{param.device}; move or convert one of them (model.to(device), or sample with a generator there)"
         )
-
-
-def probabilities(name: str, value: object) -> Tensor:
-    """A non-empty vector of positive probabilities summing to 1, as float64 on the CPU."""
-    probs = as_float64(name, value).cpu()
-    if probs.ndim != 1 or probs.numel() < 1:
-        raise ValueError(f"{name} must be a non-empty vector, got shape {tuple(probs.shape)}")
-    if torch.any(~(probs > 0)) or abs(probs.sum().item() - 1) > 1e-6:
-        raise ValueError(f"{name} must be positive and sum to 1, got sum {probs.sum().item():.6f}")
-    return probs
 
 
 def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> None:
@@ -218,18 +187,6 @@ def prompt(value: object, name: str = "prompt", *, finite: bool = True) -> Promp
     return value
 
 
-def task_family(value: object, name: str = "task"):
-    """A :class:`~icl_utils.prompts.TaskFamily` (a task family or a pool) whose ``dim`` is an integer."""
-    if not isinstance(value, TaskFamily) or not callable(value.sample):
-        raise TypeError(
-            f"{name} must be a task family (dim and sample(batch, n, generator)), got {type(value).__name__}"
-        )
-    dim = getattr(value, "dim", None)
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
-        raise TypeError(f"{name}.dim must be an int, got {type(dim).__name__}")
-    return value
-
-
 def finite_losses(losses: Tensor, first_step: int) -> None:
     """Raise a FloatingPointError if a block of recorded losses (rows are steps, the first being ``first_step``)
     holds a NaN or an infinity, naming the first such step."""
@@ -238,19 +195,6 @@ def finite_losses(losses: Tensor, first_step: int) -> None:
         bad = int((~finite).nonzero()[0, 0])
         value = losses[bad].item() if losses[bad].numel() == 1 else losses[bad].tolist()  # one model's: a number
         raise FloatingPointError(f"training loss became {value} at step {first_step + bad}; lower lr or check the task")
-
-
-def sequence(name: str, value: object) -> object:
-    """An iterable of values (not a string)."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
-    return value
-
-
-def module(name: str, value: object) -> torch.nn.Module:
-    if not isinstance(value, torch.nn.Module):
-        raise TypeError(f"{name} must be a torch.nn.Module, got {type(value).__name__}")
-    return value
 
 
 def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> None:

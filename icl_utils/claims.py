@@ -32,7 +32,7 @@ from typing import Annotated
 from beartype.vale import Is
 
 from icl_utils import config
-from icl_utils.checks import checked, describe
+from icl_utils.checks import checked, declare, describe, sequence_of
 
 STATUSES = ("demonstrated", "weak", "not reproduced")
 RELATIONS = {"<": lambda v, b: v < b, "<=": lambda v, b: v <= b, ">": lambda v, b: v > b, ">=": lambda v, b: v >= b}
@@ -92,15 +92,9 @@ class Control:
         object.__setattr__(self, "value", float(self.value))
 
 
-Controls = describe(
-    Annotated[tuple | list, Is[lambda v: all(isinstance(c, Control) for c in v)]],
-    "a tuple or list",
-    "a tuple or list of icl_utils.claims.Control",
-)
-Interval = describe(
-    Annotated[tuple | list, Is[lambda v: len(v) == 2 and all(_number(x) for x in v)]],
-    "a tuple or list",
-    "a pair (low, high) of real numbers, not NaN",
+Controls = sequence_of(Control, "icl_utils.claims.Control", base=tuple | list, empty=True)
+Interval = declare(
+    tuple | list, lambda v: len(v) == 2 and all(map(_number, v)), "a pair (low, high) of real numbers, not NaN"
 )
 
 
@@ -177,10 +171,8 @@ class Claim:
         return d
 
 
-Chapter = describe(
-    Annotated[str, Is[lambda v: v != "" and all(ch.isalnum() or ch in "_-" for ch in v)]],
-    "a str",
-    "the notebook's name without folder or suffix",
+Chapter = declare(
+    str, lambda v: v and all(ch.isalnum() or ch in "_-" for ch in v), "the notebook's name without folder or suffix"
 )
 
 
@@ -356,16 +348,12 @@ def _git(*args: str) -> subprocess.CompletedProcess | None:
         return None
 
 
-Commit = describe(
-    Annotated[str, Is[lambda v: v.removesuffix("+").isalnum()]],
-    "a str",
+Commit = declare(
+    str,
+    lambda v: v.removesuffix("+").isalnum(),
     "a commit hash (letters and digits; a '+' at its end: measured with uncommitted changes)",
 )
-Paths = describe(
-    Annotated[tuple | list, Is[lambda v: all(isinstance(p, str) and p for p in v)]],
-    "a tuple or list",
-    "a tuple or list of file or folder names",
-)
+Paths = sequence_of(lambda p: isinstance(p, str) and p, "file or folder names", base=tuple | list, empty=True)
 
 
 @checked

@@ -27,7 +27,7 @@ import torch
 from beartype import BeartypeConf, beartype
 from beartype.door import is_bearable
 from beartype.vale import Is
-from jaxtyping import AbstractArray, TypeCheckError, jaxtyped
+from jaxtyping import AbstractArray, Float, TypeCheckError, jaxtyped
 from torch import Tensor
 
 from icl_utils import config
@@ -63,8 +63,11 @@ Reals = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, R
 NonEmpty = Is[lambda t: len(t) > 0]
 #: a tensor with at least two entries along its first axis (a spread over them)
 Pair = Is[lambda t: len(t) >= 2]
-#: a tensor without NaN or infinite values (one pass over it, and a host sync on a GPU)
-Finite = Is[lambda t: bool(torch.isfinite(t).all())]
+#: a vector of positive probabilities summing to 1 (within 1e-6, summed in float64)
+SumsToOne = Is[lambda p: bool((p > 0).all()) and abs(p.double().sum().item() - 1) <= 1e-6]
+Distribution = Annotated[Float[Tensor, " K"], SumsToOne]
+#: a tensor or numpy array without NaN or infinite values (one pass over it, and a host sync on a GPU)
+Finite = Is[lambda t: bool(torch.isfinite(t).all() if isinstance(t, Tensor) else np.isfinite(t).all())]
 
 _TYPECHECK = beartype(conf=_CONF)
 F = TypeVar("F", bound=Callable)
@@ -130,8 +133,9 @@ def declare(base: object, ok: Callable[[object], bool], constraint: str) -> obje
 
 
 def _each(item: object) -> Callable[[object], bool]:
-    """``item`` (a predicate, a type or a declared type) as a predicate."""
-    return item if isinstance(item, types.FunctionType) else lambda v: is_bearable(v, item, conf=_CONF)
+    """``item`` (a predicate, a type or a declared type) as a predicate; NumPy scalars are taken as the Python
+    numbers they hold, as :func:`checked` takes them."""
+    return item if isinstance(item, types.FunctionType) else lambda v: is_bearable(_plain(v), item, conf=_CONF)
 
 
 def mapping_of(item: object, words: str | None = None, *, keys: str = "names", empty: bool = False) -> object:
@@ -159,14 +163,16 @@ def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
     if typing.get_origin(hint) is Annotated:
         kind, constraint = _words(typing.get_args(hint)[0], arguments)
         extra = {id(Finite): "with finite values", id(NonEmpty): "not empty", id(Pair): "with at least two rows"}
+        extra[id(SumsToOne)] = "with positive values summing to 1"
         # a validator declared elsewhere and not described (describe()) is shown as its source
         said = [extra.get(id(m), "satisfying " + repr(m).removeprefix("beartype.vale.")) for m in hint.__metadata__]
         return kind, ", ".join([constraint, *said])
     if isinstance(hint, type) and issubclass(hint, AbstractArray):
         dtype = {"Float": "a float", "Int": "an integer", "Bool": "a boolean"}.get(hint.dtype.__name__, "a")
         dim_str = hint.dim_str
-        with contextlib.suppress(KeyError, AttributeError, IndexError, ValueError):  # axes given by arguments
-            dim_str = dim_str.format(**(arguments or {}))  # ("{dim}", "{self.dim}"), as jaxtyping reads them
+        # axes given by arguments ("{dim}", "{task.dim+1}"): the annotation's f-string, evaluated as jaxtyping does
+        with contextlib.suppress(NameError, AttributeError, TypeError, ValueError, SyntaxError, IndexError, KeyError):
+            dim_str = eval("f" + repr(dim_str), {}, dict(arguments or {}))
         dims = ", ".join(dim_str.split()) + ("," if len(hint.dims) == 1 else "")
         if hint.array_type is np.ndarray:
             return "a numpy array", f"{dtype} numpy array of shape ({dims})"
@@ -299,7 +305,7 @@ def checked(fn: F) -> F:
             arguments = signature.bind(*args, **kwargs).arguments
             error = refusal(name, typing.get_type_hints(fn, include_extras=True)[name], arguments[name], arguments)
             axes = re.findall(r"^(\w+)=(\d+)$", str(err).split("axis annotation are as follows.")[-1], re.M)
-            if axes and isinstance(arguments[name], Tensor):  # the sizes the other arguments fixed
+            if axes and isinstance(arguments[name], (Tensor, np.ndarray)):  # the sizes the other arguments fixed
                 error.args = (f"{error.args[0]} (axes so far: {', '.join(f'{k}={v}' for k, v in axes)})",)
             raise error from None
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Shaped
 from torch import Tensor
 
 from icl_utils import checks, config
@@ -48,7 +48,12 @@ def ridge(prompt: Prompt, lam: Positive) -> Tensor:
 
 
 @checked
-def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tensor, noise_var: NonNegative) -> Tensor:
+def bayes_linear_regression(
+    prompt: Prompt,
+    prior_mean: Annotated[Float[Tensor, " {prompt.dim}"], checks.Finite],
+    prior_cov: Tensor,
+    noise_var: NonNegative,
+) -> Tensor:
     """The posterior mean of ``<w, x_query>`` under ``w ~ N(prior_mean, prior_cov)`` and Gaussian label noise.
 
     In kernel form, ``m + Psi X^T (X Psi X^T + noise_var I)^{-1} (y - X m)``, which needs no inverse of
@@ -60,7 +65,7 @@ def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tenso
     """
     prompt = checks.prompt(prompt)
     dev = prompt.x.device
-    mean = checks.vector("prior_mean", prior_mean, prompt.dim).to(dev)
+    mean = prior_mean.double().to(dev)
     cov = checks.psd_matrix("prior_cov", prior_cov, prompt.dim).to(dev)
     if prompt.n_context == 0:
         return _predict_linear(prompt, mean.expand(prompt.batch_size, -1))
@@ -88,14 +93,13 @@ def bayes_linear_regression(prompt: Prompt, prior_mean: Tensor, prior_cov: Tenso
 
 @checked
 def discrete_posterior_mean(
-    prompt: Prompt, pool: Annotated[Float[Tensor, "M d"], checks.Finite], noise_var: Positive
+    prompt: Prompt, pool: Annotated[Float[Tensor, "M {prompt.dim}"], checks.Finite], noise_var: Positive
 ) -> Tensor:
     """The Bayes posterior mean when the task's weights are uniform on a finite pool ``pool`` (shape ``(M, d)``)
     and the noise is Gaussian with variance ``noise_var``: the pool members are weighted by their likelihood on the
     context, ``p_m ∝ exp(-||y - X w_m||^2 / (2 sigma^2))``, and the prediction is ``sum_m p_m <w_m, x_query>``.
     Raventós et al. (2023) call it dMMSE: the optimum for the pretraining pool, a poor guess on a new task."""
     prompt = checks.prompt(prompt)
-    checks.same_dim("pool", pool.shape[1], prompt.dim)
     pool = pool.to(prompt.x.device, torch.float64)
     # A softmax over the pool computed in a stream: the residuals of a block of pool members on a chunk of prompts,
     # (B', n, M'), are the largest array; no (B, M) array is built. Sums are kept relative to the least squared
@@ -158,7 +162,7 @@ def _gd_plus_plus(x: Tensor, y: Tensor, x_query: Tensor, lr: Tensor, gamma: Tens
 @checked
 def gd_plus_plus(
     prompt: Prompt,
-    lr: Real | Annotated[Float[Tensor, ""] | Float[Tensor, "d d"], checks.Finite],
+    lr: Real | Annotated[Float[Tensor, ""] | Float[Tensor, "{prompt.dim} {prompt.dim}"], checks.Finite],
     gamma: Real | Annotated[Float[Tensor, ""], checks.Finite],
     steps: Steps = 1,
 ) -> Tensor:
@@ -172,8 +176,6 @@ def gd_plus_plus(
     whatever ``gamma``; ``steps`` steps with ``gamma = 0`` are plain gradient descent. An empty context predicts 0.
     """
     prompt = checks.prompt(prompt)
-    if isinstance(lr, Tensor) and lr.ndim == 2:
-        checks.same_dim("lr", lr.shape[0], prompt.dim)
     lr = torch.as_tensor(lr, dtype=torch.float64).cpu()
     gamma = float(gamma)
     if prompt.n_context == 0:
@@ -267,20 +269,17 @@ def kernel_ridge_fit(
         alpha, width = torch.cat([a for a, _ in fits]), torch.cat([h for _, h in fits])
 
     def predict(inputs: Tensor) -> Tensor:
-        if (
-            not isinstance(inputs, Tensor)
-            or inputs.ndim != 3
-            or inputs.shape[0] != prompt.batch_size
-            or (inputs.shape[2] != prompt.dim)
-        ):
-            raise ValueError(
-                f"inputs must have shape ({prompt.batch_size}, Q, {prompt.dim}), got "
-                f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}"
-            )
+        inputs = _queries(inputs, prompt.batch_size, prompt.dim)
         kernel = _gaussian_kernel(inputs.double(), x, width[:, None, None], additive)
         return ((kernel @ alpha[..., None])[..., 0] + offset[:, None]).to(inputs.dtype)
 
     return predict
+
+
+@checked
+def _queries(inputs: Shaped[Tensor, "{batch} Q {dim}"], batch: int, dim: int) -> Tensor:
+    """``inputs`` given to a fitted predictor: ``Q`` query points for each of the ``batch`` prompts it was fitted to."""
+    return inputs
 
 
 def _gaussian_kernel(a: Tensor, b: Tensor, width: float | Tensor, additive: bool) -> Tensor:
@@ -369,11 +368,6 @@ def two_layer_network_fit(
 
     @torch.no_grad()
     def predict(inputs: Tensor) -> Tensor:
-        if not isinstance(inputs, Tensor) or inputs.ndim != 3 or inputs.shape[0] != batch or inputs.shape[2] != dim:
-            raise ValueError(
-                f"inputs must have shape ({batch}, Q, {dim}), got "
-                f"{tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__}"
-            )
-        return net(inputs.to(**like))
+        return net(_queries(inputs, batch, dim).to(**like))
 
     return predict

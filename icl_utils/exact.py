@@ -41,8 +41,6 @@ def optimal_gd_lr(n: Count, dim: Count, noise_var: NonNegative, prior_var: Posit
 
 def _gaussian_task(task: object) -> tuple[Tensor, Tensor, Tensor, float]:
     """``(beta*, Psi, H, sigma^2)`` of a Gaussian linear-regression task family, in float64."""
-    if not isinstance(task, LinearRegression):
-        raise TypeError(f"task must be a LinearRegression, got {type(task).__name__}")
     if not task.gaussian_inputs:
         raise ValueError("task has uniform inputs (x_range); these closed forms assume Gaussian inputs")
     return task.mean(), task.cov(), task.input_cov(), task.noise_var
@@ -50,10 +48,10 @@ def _gaussian_task(task: object) -> tuple[Tensor, Tensor, Tensor, float]:
 
 @checked
 def gd_beta_risk(
-    task: object,
+    task: LinearRegression,
     n: Count,
-    beta0: Annotated[Float[Tensor, " _"], checks.Finite],
-    gamma: Annotated[Float[Tensor, "_ _"], checks.Finite],
+    beta0: Annotated[Float[Tensor, " {task.dim}"], checks.Finite],
+    gamma: Annotated[Float[Tensor, "{task.dim} {task.dim}"], checks.Finite],
 ) -> Tensor:
     r"""The exact ICL risk of one GD step from ``beta0`` with matrix step ``gamma`` (chapter 5's GD-beta).
 
@@ -68,12 +66,6 @@ def gd_beta_risk(
     Differentiable in ``beta0`` and ``gamma`` (float64), so gradient flow on it is exact.
     """
     mean, psi, h, noise = _gaussian_task(task)
-    d = mean.shape[0]
-    if tuple(beta0.shape) != (d,) or tuple(gamma.shape) != (d, d):
-        raise ValueError(
-            f"beta0 and gamma must have shapes ({d},) and ({d}, {d}) for the task's dim {d}, got "
-            f"{tuple(beta0.shape)} and {tuple(gamma.shape)}"
-        )
     beta0, gamma = beta0.double().cpu(), gamma.double().cpu()
     shift = mean - beta0
     m = psi + torch.outer(shift, shift)
@@ -83,7 +75,9 @@ def gd_beta_risk(
 
 
 @checked
-def optimal_gd_step(task: object, n: Count, beta0: Tensor | None = None) -> Tensor:
+def optimal_gd_step(
+    task: LinearRegression, n: Count, beta0: Annotated[Float[Tensor, " {task.dim}"], checks.Finite] | None = None
+) -> Tensor:
     """The matrix step minimizing :func:`gd_beta_risk` for a fixed initialization (the task mean by default).
 
     Setting the gradient in ``Gamma`` to zero gives ``Gamma H ((1 + 1/n) H M H + c H) = M H`` with
@@ -92,7 +86,7 @@ def optimal_gd_step(task: object, n: Count, beta0: Tensor | None = None) -> Tens
     singular ``H`` or ``Psi`` is allowed.
     """
     mean, psi, h, noise = _gaussian_task(task)
-    beta0 = mean if beta0 is None else checks.vector("beta0", beta0, mean.shape[0])
+    beta0 = mean if beta0 is None else beta0.double().cpu()
     shift = mean - beta0
     m = psi + torch.outer(shift, shift)
     c = (torch.trace(h @ m) + noise) / n
@@ -112,13 +106,14 @@ class AttentionMoments:
     w: Tensor
 
     @classmethod
+    @checked
     def of(
         cls,
         features: Callable[[Tensor], Tensor],
-        task: object,
+        task: NonparametricTasks,
         *,
         prior_cov: Tensor | None = None,
-        points: int | None = None,
+        points: Count | None = None,
     ) -> AttentionMoments:
         """Moments of ``features`` (a map from ``(K, dim)`` inputs to ``(K, N)`` features: the true basis
         ``task.features`` or a model's ``model.features``) under ``task``'s inputs and labels (the query's without noise
@@ -147,11 +142,9 @@ class AttentionMoments:
         return white @ torch.linalg.solve(white.T @ self.s(n) @ white, white.T @ self.c @ white) @ white.T
 
     @checked
-    def risk(self, n: Count, gamma: Annotated[Float[Tensor, "N N"], checks.Finite]) -> Tensor:
-        """``R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S(n))``."""
-        size = self.c.shape[0]
-        if gamma.shape[0] != size:
-            raise ValueError(f"gamma must be a tensor of shape ({size}, {size}) to match the {size} features")
+    def risk(self, n: Count, gamma: Annotated[Float[Tensor, "{len(self.c)} {len(self.c)}"], checks.Finite]) -> Tensor:
+        """``R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S(n))``, for ``gamma`` of one row and column per
+        feature."""
         gamma = gamma.detach().double().cpu()
         return self.second - 2 * torch.trace(gamma @ self.c) + torch.trace(gamma @ self.g @ gamma.T @ self.s(n))
 
@@ -173,14 +166,10 @@ def _moments(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``E y^2``, ``C``, ``G`` and ``W`` of :class:`AttentionMoments`, in float64 on the CPU, differentiable in the
     parameters of ``features`` where autograd is on."""
-    if not isinstance(task, NonparametricTasks):
-        raise TypeError(f"task must be a NonparametricTasks, got {type(task).__name__}")
-    if not callable(features):
-        raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
     prior = (
         torch.diag(task.prior_var()) if prior_cov is None else checks.psd_matrix("prior_cov", prior_cov, task.n_basis)
     )
-    points = (4096 if task.dim == 1 else 2**15) if points is None else checks.positive_int("points", points)
+    points = (4096 if task.dim == 1 else 2**15) if points is None else points
     checks.allocation("points * n_basis (quadrature features)", points * task.n_basis, torch.float64)
     nodes, basis = _quadrature(task, points)
     owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
@@ -200,7 +189,12 @@ def _moments(
 
 @checked
 def profiled_attention_risk(
-    features: Callable[[Tensor], Tensor], task: object, n: Count, *, points: Count | None = None, rtol: Positive = 1e-10
+    features: Callable[[Tensor], Tensor],
+    task: NonparametricTasks,
+    n: Count,
+    *,
+    points: Count | None = None,
+    rtol: Positive = 1e-10,
 ) -> Tensor:
     """The ICL risk of linear attention on ``features`` with its best ``Gamma``, ``R(Gamma*) = E y^2 -
     tr(S^-1 C G^-1 C)`` (:class:`AttentionMoments`), as a float64 scalar that autograd differentiates through the
@@ -258,7 +252,11 @@ def attention_risk(
 
 @checked
 def bayes_risk(
-    task: object, n: Count, generator: torch.Generator, n_mc: Samples = 20_000, chunk_size: Count | None = None
+    task: LinearRegression,
+    n: Count,
+    generator: torch.Generator,
+    n_mc: Samples = 20_000,
+    chunk_size: Count | None = None,
 ) -> tuple[float, float]:
     """The Bayes ICL risk ``sigma^2 + E_X tr(H Sigma_post(X))`` and its Monte Carlo standard error.
 
@@ -326,14 +324,16 @@ def best_attention_excess(moments: AttentionMoments, ns: Counts, noise_var: NonN
 
 
 @checked
-def best_gd_beta_risk(task: object, n: Count, beta0: Tensor | None = None) -> float:
+def best_gd_beta_risk(
+    task: LinearRegression, n: Count, beta0: Annotated[Float[Tensor, " {task.dim}"], checks.Finite] | None = None
+) -> float:
     """The ICL risk of GD-beta from ``beta0`` with its best step (:func:`gd_beta_risk` at :func:`optimal_gd_step`).
 
     The default ``beta0`` is the task mean, where the risk is smallest (Theorem 5.2); ``beta0 = 0`` gives the best
     GD-0 step, the function an optimal linear self-attention computes when the task mean is zero.
     """
     mean = _gaussian_task(task)[0]
-    beta0 = mean if beta0 is None else checks.vector("beta0", beta0, mean.shape[0])
+    beta0 = mean if beta0 is None else beta0.double().cpu()
     return gd_beta_risk(task, n, beta0, optimal_gd_step(task, n, beta0)).item()
 
 
@@ -391,10 +391,10 @@ def _lsa_quadratic(c2: Tensor, c3: Tensor, n: int, u: Tensor) -> tuple[Tensor, T
 
 @checked
 def lsa_risk(
-    task: object,
+    task: LinearRegression,
     n: Count,
-    u: Annotated[Float[Tensor, " _"], checks.Finite],
-    b: Annotated[Float[Tensor, "_ _"], checks.Finite],
+    u: Annotated[Float[Tensor, " {task.dim+1}"], checks.Finite],
+    b: Annotated[Float[Tensor, "{task.dim+1} {task.dim}"], checks.Finite],
 ) -> Tensor:
     r"""The exact ICL risk ``E (u^T S B x_q - y_q)^2`` of linear self-attention (chapter 5's LSA), for Gaussian tasks.
 
@@ -418,12 +418,6 @@ def lsa_risk(
     (float64). With ``u = e_{d+1}`` and ``b = [Gamma^T; 0]`` it is GD-0's :func:`gd_beta_risk`.
     """
     second, c2, c3, h = _lsa_moments(task)
-    d = h.shape[0]
-    if tuple(u.shape) != (d + 1,) or tuple(b.shape) != (d + 1, d):
-        raise ValueError(
-            f"u and b must have shapes ({d + 1},) and ({d + 1}, {d}) for the task's dim {d}, got "
-            f"{tuple(u.shape)} and {tuple(b.shape)}"
-        )
     u, b = u.double().cpu(), b.double().cpu()
     n_mat, w = _lsa_quadratic(c2, c3, n, u)
     return second - 2 * torch.trace(b @ h @ w.T) + torch.trace(b @ h @ b.T @ n_mat)
@@ -473,7 +467,7 @@ def _newton(
 
 @checked
 def optimal_lsa(
-    task: object, n: Count, *, starts: Count = 8, seed: Size = 0, max_iter: Steps = 200
+    task: LinearRegression, n: Count, *, starts: Count = 8, seed: Size = 0, max_iter: Steps = 200
 ) -> tuple[Tensor, Tensor]:
     """The weights ``(u, b)`` (shapes ``(d+1,)`` and ``(d+1, d)``, ``|u| = 1``) of the LSA with the smallest
     :func:`lsa_risk`: the infimum over all LSAs, with no finite-sample excess.

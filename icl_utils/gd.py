@@ -15,8 +15,11 @@ import torch
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, Steps, checked
+from icl_utils.checks import Count, Positive, Steps, checked, mapping_of
 from icl_utils.config import progress_bar
+
+#: one step size, or one per block of the parameters
+StepSizes = Positive | mapping_of(Positive, "numbers > 0 and finite", keys="block names")
 
 Params = Tensor | dict[str, Tensor]
 
@@ -68,11 +71,10 @@ def _blocks(init: object) -> dict[str, Tensor]:
 def _step_sizes(lr: object, blocks: dict[str, Tensor]) -> dict[str, float]:
     """One positive step size per block: ``lr`` itself, or ``lr[name]`` when ``lr`` is a dict over the blocks."""
     if not isinstance(lr, Mapping):
-        lr = checks.nonnegative_float("lr", lr, strict=True)
-        return dict.fromkeys(blocks, lr)
+        return dict.fromkeys(blocks, float(lr))
     if set(lr) != set(blocks):
         raise ValueError(f"lr must name the same blocks as init, {sorted(blocks)}, got {sorted(lr)}")
-    return {name: checks.nonnegative_float(f"lr[{name!r}]", lr[name], strict=True) for name in blocks}
+    return {name: float(lr[name]) for name in blocks}
 
 
 @checked
@@ -81,7 +83,7 @@ def gradient_descent(
     init: Params,
     *,
     steps: Steps,
-    lr: float | Mapping,  # each step size checked by _step_sizes (beartype samples one item of a mapping)
+    lr: StepSizes,
     record: Callable[[Params], dict[str, Tensor]] | None = None,
     record_every: Count = 1,
     hook: Callable[[int, Params, Tensor], None] | None = None,

@@ -142,15 +142,14 @@ def squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
     return (preds.to(torch.promote_types(preds.dtype, targets.dtype)) - targets).square()
 
 
+@checked
 def swap_contexts(prompt: Prompt, shift: int = 1) -> Prompt:
     """The prompts with each query's context replaced by that of prompt ``(b + shift) mod B`` of the batch: a
     context from another task of the same family. A learner that reads its context does worse on them; one that
     ignores it does not notice (the control for an in-context gain)."""
-    if not isinstance(prompt, Prompt):
-        raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
     if prompt.batch_size < 2:
         raise ValueError(f"prompt must hold at least 2 prompts to swap contexts between, got {prompt.batch_size}")
-    if isinstance(shift, bool) or not isinstance(shift, int) or shift % prompt.batch_size == 0:
+    if shift % prompt.batch_size == 0:
         raise ValueError(
             f"shift must be an int that moves every prompt to another (batch of {prompt.batch_size}), got {shift!r}"
         )

@@ -29,7 +29,20 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, Counts, Fraction, Pair, Positive, Positives, Samples, Size, Task, checked
+from icl_utils.checks import (
+    Count,
+    Counts,
+    Finite,
+    Fraction,
+    Pair,
+    Positive,
+    Positives,
+    Samples,
+    Size,
+    Task,
+    checked,
+    mapping_of,
+)
 from icl_utils.estimators import ridge
 from icl_utils.exact import attention_risk
 from icl_utils.models.base import evaluating
@@ -38,6 +51,7 @@ from icl_utils.prompts import Prompt, squared_errors
 from icl_utils.tasks.pool import PromptPool
 
 Estimator = Callable[[Prompt], Tensor]
+Predictors = mapping_of(Callable, "estimators")
 
 
 def _scored(preds: object, prompt: Prompt, *, query_only: bool) -> Tensor:
@@ -95,7 +109,9 @@ def mean_and_band(
 
 @torch.no_grad()
 @checked
-def effective_ridge(curve: object, prompt: Prompt, lams: Positives) -> tuple[float, float]:
+def effective_ridge(
+    curve: Annotated[Float[Tensor, " {prompt.n_context+1}"], Finite], prompt: Prompt, lams: Positives
+) -> tuple[float, float]:
     """The penalty ``lam`` in ``lams`` whose ridge regression, on the same ``prompt``, has the mean error curve
     closest to ``curve`` (``n + 1`` values, one per prefix length, as :func:`prefix_errors` averages them), and
     that closest distance (root mean square over the prefixes).
@@ -104,12 +120,7 @@ def effective_ridge(curve: object, prompt: Prompt, lams: Positives) -> tuple[flo
     chapter 1 reads off how far short of least squares a briefly trained transformer is.
     """
     prompt = checks.prompt(prompt)
-    curve = checks.finite("curve", checks.as_float64("curve", curve).cpu())
-    if curve.shape != (prompt.n_context + 1,):
-        raise ValueError(
-            f"curve must hold one mean error per prefix length, shape ({prompt.n_context + 1},), got "
-            f"{tuple(curve.shape)}"
-        )
+    curve = curve.double().cpu()
     lams = [float(lam) for lam in lams]
     distances = [
         float(
@@ -185,7 +196,7 @@ def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
 
 @checked
 def query_risk_curves(
-    predictors: Annotated[dict[str, Estimator], checks.NonEmpty],
+    predictors: Predictors,
     task: Task,
     ns: Sequence[int] | np.ndarray,
     n_prompts: Samples,
@@ -246,6 +257,7 @@ def gamma_erm_risks(
     return out
 
 
+@checked
 @dataclass(frozen=True)
 class RiskTerms:
     """The ICL risk of linear attention on features as an exact function of the context length,
@@ -261,20 +273,10 @@ class RiskTerms:
     ``mu`` over tasks, estimated per task with the other tasks' mean.
     """
 
-    floors: np.ndarray
-    spreads: np.ndarray
-    swapped_floors: np.ndarray
-
-    def __post_init__(self) -> None:
-        for name in ("floors", "spreads", "swapped_floors"):
-            value = np.asarray(getattr(self, name), dtype=float)
-            if value.ndim != 1 or value.size < 2 or not np.isfinite(value).all():
-                raise ValueError(
-                    f"{name} must be a finite 1-d array of at least 2 per-task estimates, got shape {value.shape}"
-                )
-            object.__setattr__(self, name, value)
-        if not self.floors.shape == self.spreads.shape == self.swapped_floors.shape:
-            raise ValueError("floors, spreads and swapped_floors must hold one estimate per task each")
+    # one estimate per task each (the axis T), at least two, finite
+    floors: Annotated[Float[np.ndarray, " T"], Pair, Finite]
+    spreads: Annotated[Float[np.ndarray, " T"], Pair, Finite]
+    swapped_floors: Annotated[Float[np.ndarray, " T"], Pair, Finite]
 
     @property
     def floor(self) -> float:
@@ -452,7 +454,7 @@ def bootstrap_interval(
 @torch.no_grad()
 @checked
 def paired_query_errors(
-    predictors: Annotated[dict[str, Estimator], checks.NonEmpty],
+    predictors: Predictors,
     task: Task,
     n: Size,
     n_prompts: Samples,
@@ -462,8 +464,6 @@ def paired_query_errors(
     """Squared errors at the query of several predictors on the same ``n_prompts`` prompts of ``n`` examples: a
     dict from each name to an array of shape ``(n_prompts,)``. Differences between predictors are then paired,
     so the spread of the tasks and the query's label noise cancel in them."""
-    if not all(callable(p) for p in predictors.values()):  # beartype checks one item of a dict
-        raise TypeError("predictors must be a dict from names to estimators")
     chunk_size = _chunk(chunk_size, n, task.dim)
     out: dict[str, list] = {name: [] for name in predictors}
     for start in range(0, n_prompts, chunk_size):
@@ -534,10 +534,10 @@ def exponent_difference(
     return bootstrap_interval(gap, groups_a + groups_b, reps=reps, level=level, seed=seed)
 
 
-def _replicate_groups(xs: Sequence[float], replicates: Sequence[np.ndarray]) -> list[np.ndarray]:
+@checked
+def _replicate_groups(xs: Sequence[float] | np.ndarray, replicates: Sequence[np.ndarray]) -> list[np.ndarray]:
     """``replicates`` as arrays, one per size in ``xs``, checked."""
-    xs = checks.sequence("xs", xs)
-    groups = [np.asarray(r) for r in checks.sequence("replicates", replicates)]
+    groups = [np.asarray(r) for r in replicates]
     if len(groups) != len(list(xs)) or len(groups) < 2:
         raise ValueError(
             f"replicates must hold one array per size in xs (at least 2), got {len(groups)} for {len(list(xs))} sizes"

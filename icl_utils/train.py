@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Literal
 
 import numpy as np
 import torch
@@ -29,12 +29,16 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from icl_utils import checks
-from icl_utils.checks import Count, NonEmpty, Positive, Size, Steps, Task, checked
+from icl_utils.checks import Count, Positive, Size, Steps, Task, checked, sequence_of
 from icl_utils.config import make_generator, progress_bar
 from icl_utils.exact import AttentionMoments, profiled_attention_risk
 from icl_utils.models.feature_attention import AttentionOnFeatures
 from icl_utils.models.linear_attention import GDPlusPlus
 from icl_utils.prompts import Prompt, TaskFamily, squared_errors
+
+Models = sequence_of(nn.Module, "torch.nn.Modules", base=list | tuple)
+Tasks = Task | sequence_of(Task, "task families", base=list | tuple)
+Seeds = sequence_of(Size, "ints >= 0", base=Sequence | np.ndarray)
 
 
 @checked
@@ -151,8 +155,6 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
     dev = generator.device
     if len(tasks) not in (1, len(models)):
         raise ValueError(f"give one task, or one per model ({len(models)}), not {len(tasks)}")
-    for task in tasks:
-        checks.task_family(task)
     if len({task.dim for task in tasks}) > 1:
         raise ValueError(f"the tasks must share one dimension, got {[task.dim for task in tasks]}")
     curriculum = config.curriculum
@@ -163,7 +165,6 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
             f"curriculum grows to {curriculum.dims[1]} dimensions, more than the task's dim={tasks[0].dim}"
         )
     for i, model in enumerate(models):
-        checks.module(f"model {i}", model)
         param = next(model.parameters(), None)
         if param is None:
             raise ValueError(f"model {i} has no parameters to train")
@@ -408,8 +409,8 @@ def batched_by_default(model: nn.Module, task: Task, config: TrainConfig) -> boo
 
 @checked
 def train_ensemble(
-    models: Annotated[list | tuple, NonEmpty],
-    task: Task | list | tuple,
+    models: Models,
+    task: Tasks,
     config: TrainConfig,
     *,
     generator: torch.Generator,
@@ -586,11 +587,11 @@ def _run_jobs(job: Callable, jobs: list[tuple], workers: int, desc: str, progres
 
 @checked
 def train_parallel(
-    models: Annotated[list | tuple, NonEmpty],
-    task: Task | list | tuple,
+    models: Models,
+    task: Tasks,
     config: TrainConfig,
     *,
-    seeds: Sequence,
+    seeds: Seeds,
     workers: Count | None = None,
     progress: bool = True,
     desc: str = "training",
@@ -610,13 +611,10 @@ def train_parallel(
     tasks = list(task) if isinstance(task, (list, tuple)) else [task] * len(models)
     if len(tasks) != len(models):
         raise ValueError(f"give one task, or one per model ({len(models)}), not {len(tasks)}")
-    seeds = list(checks.sequence("seeds", seeds))
+    seeds = [int(s) for s in seeds]
     if len(seeds) != len(models):
         raise ValueError(f"seeds must hold one seed per model ({len(models)}), got {len(seeds)}")
-    seeds = [checks.positive_int(f"seeds[{i}]", s, minimum=0) for i, s in enumerate(seeds)]
-    for i, (model, one_task) in enumerate(zip(models, tasks)):
-        checks.module(f"models[{i}]", model)
-        checks.task_family(one_task, f"task[{i}]")
+    for i, model in enumerate(models):
         if next(model.parameters(), None) is None:
             raise ValueError(f"models[{i}] has no parameters to train")
     if not all(p.device.type == "cpu" for model in models for p in model.parameters()):

@@ -391,9 +391,13 @@ def test_lsa_risk_and_optimal_lsa_check_their_arguments():
         lsa_risk(LinearRegression(dim=d, x_range=0.5), 5, u, b)
     with pytest.raises(ValueError, match="n must be"):
         lsa_risk(task, 0, u, b)
-    with pytest.raises(ValueError, match=r"u and b must have shapes \(4,\) and \(4, 3\) .* got \(3,\) and"):
+    with pytest.raises(
+        ValueError, match=r"u must be a float tensor of shape \(4,\).* got a float64 tensor of shape \(3,\)"
+    ):
         lsa_risk(task, 5, u[:d], b)
-    with pytest.raises(ValueError, match=r"u and b must have shapes \(4,\) and \(4, 3\) .* got \(4,\) and \(3, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"b must be a float tensor of shape \(4, 3\).* got a float64 tensor of shape \(3, 4\)"
+    ):
         lsa_risk(task, 5, u, b.T)
     with pytest.raises(ValueError, match="u must be .* with finite values"):
         lsa_risk(task, 5, torch.full((d + 1,), float("nan")), b)

@@ -215,7 +215,7 @@ def test_bad_inputs_get_named_errors(gen):
             generator=gen,
             progress=False,
         )
-    with pytest.raises(TypeError, match="pairs"):
+    with pytest.raises(ValueError, match="problems must be .*pairs"):
         sa.convergence_times(
             [torch.tensor([0.5, 0.5])],
             eps=(0.05,),

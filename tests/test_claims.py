@@ -75,7 +75,7 @@ def test_every_problem_is_listed_at_once():
         (dict(interval=(float("nan"), 1.0)), ValueError, "interval must be a pair"),
         (dict(figure=None), TypeError, "figure must be a str"),
         (dict(status="holds"), ValueError, "status must be one of"),
-        (dict(controls=Control("c", 1.0)), TypeError, "controls must be a tuple or list"),
+        (dict(controls=Control("c", 1.0)), TypeError, "controls must be a tuple or a list"),
         (dict(controls=("c",)), ValueError, "controls must be a tuple or list of icl_utils.claims.Control"),
         (dict(interval=(1.0, 0.0)), ValueError, "must hold the value"),
         (dict(interval=(2.0, 3.0)), ValueError, "must hold the value"),

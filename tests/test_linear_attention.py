@@ -174,7 +174,7 @@ def test_gd_plus_plus_is_von_oswalds_recursion(gen):
         est.gd_plus_plus(p, 1.0, "0.1")
     with pytest.raises(
         ValueError,
-        match=r"lr must be a float tensor of shape \(\), with finite values or a float tensor of shape \(d, d\)",
+        match=r"lr must be a float tensor of shape \(\), with finite values or a float tensor of shape \(4, 4\)",
     ):
         est.gd_plus_plus(p, torch.ones(4), 0.1)
     assert torch.allclose(

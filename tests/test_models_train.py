@@ -435,7 +435,7 @@ def test_ensemble_rejects_mixed_architectures(gen):
         train_ensemble(
             [small_model(d=3, n_context=5), small_model(d=3, n_context=5, mlp=False)], task, cfg(), generator=gen
         )
-    with pytest.raises(ValueError, match="models must be .*not empty"):
+    with pytest.raises(ValueError, match="models must be a non-empty"):
         train_ensemble([], task, cfg(), generator=gen)
 
 
@@ -658,12 +658,12 @@ def test_parallel_training_reports_a_failed_run():
     "kwargs, error, match",
     [
         (dict(seeds=[1]), ValueError, "one seed per model"),
-        (dict(seeds=[1, -2]), ValueError, r"seeds\[1\]"),
-        (dict(seeds=[1, 2.0]), TypeError, r"seeds\[1\]"),
+        (dict(seeds=[1, -2]), ValueError, "seeds must be a non-empty sequence or numpy array of ints >= 0"),
+        (dict(seeds=[1, 2.0]), ValueError, "seeds must be a non-empty sequence or numpy array of ints >= 0"),
         (dict(seeds=[1, 2], workers=0), ValueError, "workers"),
         (dict(seeds=[1, 2], task=[LinearRegression(dim=3)] * 3), ValueError, "one per model"),
         (dict(seeds=[1, 2], task="linear"), TypeError, "task must be a task family"),
-        (dict(seeds=[1, 2], models=[]), ValueError, "models must be .*not empty"),
+        (dict(seeds=[1, 2], models=[]), ValueError, "models must be a non-empty"),
         (dict(seeds=[1], models=[torch.nn.ReLU()]), ValueError, r"models\[0\] has no parameters"),
         (dict(seeds=[1, 2], config=dict(steps=1)), TypeError, "config"),
     ],

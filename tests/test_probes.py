@@ -21,8 +21,19 @@ from icl_utils.dynamics import softmax_attention as sa
 from icl_utils.estimators import kernel_ridge_fit, two_layer_network_fit
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.models import LTB, FeatureAttention, GDBeta, GDPlusPlus, GPTConfig, ICLTransformer, MLPAttention
-from icl_utils.models.feature_attention import fit_attention_ridge, one_step_feature_update, stage_one_gradients
-from icl_utils.models.linear_attention import attention_mask, gd_beta_from_ltb, ltb_from_gd_beta, token_matrix
+from icl_utils.models.feature_attention import (
+    FixedFeatureAttention,
+    fit_attention_ridge,
+    one_step_feature_update,
+    stage_one_gradients,
+)
+from icl_utils.models.linear_attention import (
+    attention_mask,
+    gd_beta_from_ltb,
+    ltb_from_gd_beta,
+    sample_moment_prompts,
+    token_matrix,
+)
 from icl_utils.prompts import Prompt, squared_errors, swap_contexts
 from icl_utils.tasks import LinearRegression
 from icl_utils.tasks.discrete import DiscreteFeatures, imbalanced_probs
@@ -30,7 +41,7 @@ from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
 from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
 from icl_utils.tasks.pool import PromptPool
 from icl_utils.tasks.single_index import SingleIndexTasks, hermite, principal_angles, projection_mass
-from icl_utils.train import Curriculum, TrainConfig, train, train_ensemble
+from icl_utils.train import Curriculum, TrainConfig, train, train_ensemble, train_parallel
 
 NAN, INF = float("nan"), float("inf")
 
@@ -140,7 +151,7 @@ case("two_layer_network seed -1", "seed must be >= 0", lambda: est.two_layer_net
 case("two_layer_network lr 0", "lr must be > 0", lambda: est.two_layer_network(prompt(), lr=0.0))
 case(
     "bayes prior_mean wrong length",
-    r"prior_mean must have shape \(2,\)",
+    r"prior_mean must be a float tensor of shape \(2,\)",
     lambda: est.bayes_linear_regression(prompt(), torch.zeros(3), torch.eye(2), 0.1),
 )
 case(
@@ -160,7 +171,7 @@ case(
 )
 case(
     "dmmse pool of wrong width",
-    "pool must have the prompt's dimension 2",
+    r"pool must be a float tensor of shape \(M, 2\)",
     lambda: est.discrete_posterior_mean(prompt(), torch.zeros(4, 3), 0.1),
 )
 case(
@@ -335,7 +346,7 @@ case(
 )
 case(
     "DiscreteFeatures negative probability",
-    "probs must be positive",
+    "probs must be .*with positive values summing to 1",
     lambda: DiscreteFeatures(dim=3, probs=torch.tensor([1.5, -0.5])),
 )
 case(
@@ -475,9 +486,21 @@ case("LTB mlp_width 0", "mlp_width must be >= 1", lambda: LTB(2, mlp_width=0))
 case("LTB init_std -1", "init_std must be >= 0", lambda: LTB(2, init_std=-1.0))
 case("LTB: prompt of another dim", "dim=2", lambda: LTB(2)(prompt(d=3)))
 case("LTB: empty context", "at least one context example", lambda: LTB(2)(prompt(n=0)))
+case("GDBeta gamma NaN", "gamma must be .*finite values", lambda: GDBeta(2, gamma=torch.eye(2) * NAN))
+case("GDBeta beta0 a list", "beta0 must be a torch.Tensor", lambda: GDBeta(2, beta0=[1.0, 2.0]))
+case(
+    "sample_moment_prompts a string task",
+    "task must be a task family",
+    lambda: sample_moment_prompts("lr", 2, 3, gen()),
+)
+case(
+    "scaling_exponent replicates not a sequence",
+    "replicates must be a sequence",
+    lambda: risk.scaling_exponent([1, 2], 3, np.median),
+)
 case("GDBeta learnable_init 0", "learnable_init must be True or False", lambda: GDBeta(2, learnable_init=0))
-case("GDBeta beta0 NaN", "beta0 must be finite", lambda: GDBeta(2, beta0=torch.tensor([NAN, 0.0])))
-case("GDBeta gamma 3x3", r"gamma must have shape \(2, 2\)", lambda: GDBeta(2, gamma=torch.eye(3)))
+case("GDBeta beta0 NaN", "beta0 must be .*finite values", lambda: GDBeta(2, beta0=torch.tensor([NAN, 0.0])))
+case("GDBeta gamma 3x3", r"gamma must be a float tensor of shape \(2, 2\)", lambda: GDBeta(2, gamma=torch.eye(3)))
 case("GDPlusPlus dim 'two'", "dim must be an int", lambda: GDPlusPlus("two"))
 case("ltb_from_gd_beta of an LTB", "model must be a GDBeta", lambda: ltb_from_gd_beta(LTB(2)))
 case("gd_beta_from_ltb of an LSA", "an LSA has no MLP", lambda: gd_beta_from_ltb(LTB(2, mlp=False)))
@@ -583,6 +606,31 @@ case(
     lambda: train_ensemble(LTB(2), LR, cfg(), generator=gen(), progress=False),
 )
 case(
+    "train_ensemble a model not a module",
+    "models must be a non-empty list or tuple of torch.nn.Modules",
+    lambda: train_ensemble([LTB(2), 3], LR, cfg(), generator=gen(), progress=False),
+)
+case(
+    "train_ensemble a task not a task family",
+    "task must be a non-empty list or tuple of task families",
+    lambda: train_ensemble([LTB(2), LTB(2)], [LR, "lr"], cfg(), generator=gen(), progress=False),
+)
+case(
+    "train_parallel a negative seed",
+    "seeds must be a non-empty sequence or numpy array of ints >= 0",
+    lambda: train_parallel([LTB(2)], LR, cfg(), seeds=[-1], progress=False),
+)
+case(
+    "train_parallel a model not a module",
+    "models must be a non-empty list or tuple of torch.nn.Modules",
+    lambda: train_parallel([LTB(2), "gpt"], LR, cfg(), seeds=[1, 2], progress=False),
+)
+case(
+    "train_parallel a task not a task family",
+    "task must be a non-empty list or tuple of task families",
+    lambda: train_parallel([LTB(2), LTB(2)], [LR, 3], cfg(), seeds=[1, 2], progress=False),
+)
+case(
     "train_ensemble of two architectures",
     "model 1 differs in architecture",
     lambda: train_ensemble([LTB(2), LTB(2, mlp=False)], LR, cfg(), generator=gen(), progress=False),
@@ -650,6 +698,16 @@ case("TrainConfig steps 1e10", r"steps must be in \[1, .*got 10000000000", lambd
 case("two_layer_network steps 1e9", r"steps must be in \[1, ", lambda: est.two_layer_network(prompt(), steps=10**9))
 case("gd_plus_plus steps 1e9", r"steps must be in \[1, ", lambda: est.gd_plus_plus(prompt(), 0.1, 0.0, steps=10**9))
 case("gd_plus_plus complex matrix step", "lr must be", lambda: est.gd_plus_plus(prompt(), torch.eye(2) * 1j, 0.0))
+case(
+    "gd lr of a block negative",
+    "lr must be a non-empty mapping from block names to numbers > 0 and finite",
+    lambda: gradient_descent(lambda p: p["w"].sum(), {"w": torch.ones(2)}, steps=1, lr={"w": -0.1}, progress=False),
+)
+case(
+    "gd lr a string",
+    "lr must be a real number or a mapping",
+    lambda: gradient_descent(quad, torch.ones(2), steps=1, lr="0.1", progress=False),
+)
 case(
     "gd lr negative", "lr must be > 0", lambda: gradient_descent(quad, torch.ones(2), steps=1, lr=-0.1, progress=False)
 )
@@ -792,10 +850,14 @@ case(
 )
 case(
     "RiskTerms of different lengths",
-    "one estimate per task",
+    r"spreads must be a float numpy array of shape \(T,\).*axes so far: T=2",
     lambda: risk.RiskTerms(np.ones(2), np.ones(3), np.ones(2)),
 )
-case("RiskTerms with a NaN", "finite 1-d array", lambda: risk.RiskTerms(np.array([1.0, NAN]), np.ones(2), np.ones(2)))
+case(
+    "RiskTerms with a NaN",
+    "floors must be .*finite values",
+    lambda: risk.RiskTerms(np.array([1.0, NAN]), np.ones(2), np.ones(2)),
+)
 case(
     "attention_risk_terms on a GPT",
     "AttentionOnFeatures",
@@ -819,8 +881,43 @@ case(
 )
 case(
     "paired_query_errors not a dict",
-    "predictors must be a dict",
+    "predictors must be a mapping",
     lambda: risk.paired_query_errors([np.mean], FAMILIES["SingleIndexTasks"], 4, 3, gen()),
+)
+case(
+    "paired_query_errors a value not callable",
+    "predictors must be a non-empty mapping from names to estimators",
+    lambda: risk.paired_query_errors({"avg": est.averaging, "bad": 3}, FAMILIES["SingleIndexTasks"], 4, 3, gen()),
+)
+case(
+    "query_risk_curves a value not callable",
+    "predictors must be a non-empty mapping from names to estimators",
+    lambda: risk.query_risk_curves({"avg": est.averaging, "bad": 3}, LR, [1, 2], 4, gen()),
+)
+case("RiskTerms of a list", "floors must be a numpy array", lambda: risk.RiskTerms([1.0, 2.0], np.ones(2), np.ones(2)))
+case(
+    "effective_ridge curve of the wrong length",
+    "curve must be a float tensor of shape",
+    lambda: risk.effective_ridge(torch.ones(3, dtype=torch.float64), prompt(), [0.1]),
+)
+case(
+    "effective_ridge curve a list",
+    "curve must be a torch.Tensor",
+    lambda: risk.effective_ridge([1.0] * 5, prompt(), [0.1]),
+)
+case("swap_contexts of a tensor", "prompt must be an icl_utils.Prompt", lambda: swap_contexts(torch.zeros(3, 2)))
+case(
+    "swap_contexts shift a float",
+    "shift must be an int",
+    lambda: swap_contexts(FAMILIES["SingleIndexTasks"].sample(4, 3, gen()), 1.5),
+)
+case(
+    "FixedFeatureAttention features not callable", "features must be a callable", lambda: FixedFeatureAttention(3, 1, 4)
+)
+case(
+    "FixedFeatureAttention n_features 0",
+    "n_features must be >= 1",
+    lambda: FixedFeatureAttention(FAMILIES["NonparametricTasks"].features, 1, 0),
 )
 case(
     "swap_contexts batch of one",
@@ -841,13 +938,18 @@ case(
 )
 case(
     "kernel_ridge_fit queries of the wrong dim",
-    "inputs must have shape",
+    r"inputs must be a tensor of shape \(2, Q, 3\)",
     lambda: kernel_ridge_fit(FAMILIES["SingleIndexTasks"].sample(2, 3, gen()))(torch.zeros(2, 5, 4)),
 )
 case(
     "two_layer_network_fit queries of the wrong batch",
-    "inputs must have shape",
+    r"inputs must be a tensor of shape \(2, Q, 3\)",
     lambda: two_layer_network_fit(FAMILIES["SingleIndexTasks"].sample(2, 3, gen()), steps=1)(torch.zeros(3, 5, 3)),
+)
+case(
+    "kernel_ridge_fit queries a list",
+    "inputs must be a torch.Tensor",
+    lambda: kernel_ridge_fit(FAMILIES["SingleIndexTasks"].sample(2, 3, gen()))([[0.0, 0.0, 0.0]]),
 )
 case(
     "SingleIndexTasks.conditional_mean wrong dim",
@@ -856,7 +958,7 @@ case(
 )
 case(
     "query_risk_curves of a list",
-    "predictors must be a dict",
+    "predictors must be a mapping",
     lambda: risk.query_risk_curves([est.averaging], LR, [1, 2], 4, gen()),
 )
 case(
@@ -871,10 +973,20 @@ case(
 )
 
 # --- dynamics --------------------------------------------------------------------------------------------------
+case(
+    "sa.predict q of another dimension",
+    r"q must be a float tensor of shape \(2, 2\)",
+    lambda: sa.predict(prompt(), torch.eye(3)),
+)
+case(
+    "gd_plus_plus matrix step of another dimension",
+    r"lr must be .*a float tensor of shape \(2, 2\)",
+    lambda: est.gd_plus_plus(prompt(), torch.eye(3), 0.0),
+)
 case("sa.predict NaN q", "q must be .* finite values", lambda: sa.predict(prompt(), torch.full((2, 2), NAN)))
 case(
     "sa.sample_counts NaN probability",
-    "probs must be positive",
+    "probs must be .*with positive values summing to 1",
     lambda: sa.sample_counts(torch.tensor([NAN, 1.0]), 3, 4, gen()),
 )
 case(
@@ -915,6 +1027,27 @@ case(
     r"quantile must be in \(0, 1\)",
     lambda: sa.concentration_quantile(
         torch.zeros(2, 2), torch.tensor([0.5, 0.5]), 4, n_samples=4, quantile=1.5, generator=gen()
+    ),
+)
+case(
+    "sa.convergence_times a problem without n_context",
+    "problems must be a non-empty tuple or list of \\(probs, n_context\\) pairs",
+    lambda: sa.convergence_times(
+        [torch.tensor([0.5, 0.5])], eps=[0.1], n_seeds=1, steps=2, lr=1.0, n_samples=4, generator=gen()
+    ),
+)
+case(
+    "sa.convergence_times n_context 0",
+    "problems must be .*an int >= 1",
+    lambda: sa.convergence_times(
+        [(torch.tensor([0.5, 0.5]), 0)], eps=[0.1], n_seeds=1, steps=2, lr=1.0, n_samples=4, generator=gen()
+    ),
+)
+case(
+    "sa.convergence_times probs not summing to 1",
+    "problems must be .*probabilities summing to 1",
+    lambda: sa.convergence_times(
+        [(torch.tensor([0.5, 0.6]), 4)], eps=[0.1], n_seeds=1, steps=2, lr=1.0, n_samples=4, generator=gen()
     ),
 )
 case(
@@ -1087,8 +1220,28 @@ case(
     lambda: exact.gd_beta_risk(FAMILIES["NonparametricTasks"], 4, torch.zeros(1), torch.eye(1)),
 )
 case(
+    "gd_beta_risk gamma of wrong size",
+    r"gamma must be a float tensor of shape \(2, 2\)",
+    lambda: exact.gd_beta_risk(LR, 4, torch.zeros(2), torch.eye(3)),
+)
+case(
+    "optimal_gd_step beta0 of wrong length",
+    r"beta0 must be a float tensor of shape \(2,\)",
+    lambda: exact.optimal_gd_step(LR, 4, torch.zeros(3)),
+)
+case(
+    "best_gd_beta_risk beta0 NaN",
+    "beta0 must be .*finite values",
+    lambda: exact.best_gd_beta_risk(LR, 4, torch.tensor([NAN, 0.0])),
+)
+case(
+    "lsa_risk u of wrong length",
+    r"u must be a float tensor of shape \(3,\)",
+    lambda: exact.lsa_risk(LR, 4, torch.zeros(2), torch.zeros(3, 2)),
+)
+case(
     "gd_beta_risk beta0 of wrong length",
-    r"beta0 and gamma must have shapes \(2,\) and \(2, 2\) .* got \(3,\)",
+    r"beta0 must be a float tensor of shape \(2,\)",
     lambda: exact.gd_beta_risk(LR, 4, torch.zeros(3), torch.eye(2)),
 )
 case(
@@ -1105,8 +1258,18 @@ case(
 )
 case(
     "attention_gamma features not callable",
-    "features must be callable",
+    "features must be a callable",
     lambda: exact.attention_gamma(None, FAMILIES["NonparametricTasks"], 4),
+)
+case(
+    "profiled_attention_risk of a linear task",
+    "task must be a NonparametricTasks",
+    lambda: exact.profiled_attention_risk(LR.sample, LR, 4),
+)
+case(
+    "AttentionMoments.of a linear task",
+    "task must be a NonparametricTasks",
+    lambda: exact.AttentionMoments.of(FAMILIES["NonparametricTasks"].features, LR),
 )
 case(
     "attention_gamma points 0",
@@ -1122,7 +1285,7 @@ case(
 )
 case(
     "attention_risk gamma of wrong size",
-    "gamma must be a tensor of shape",
+    r"gamma must be a float tensor of shape \(8, 8\)",
     lambda: exact.attention_risk(
         FAMILIES["NonparametricTasks"].features, FAMILIES["NonparametricTasks"], 4, torch.eye(3)
     ),

@@ -63,7 +63,11 @@ CASES = {
         "prior_mean must be a float tensor of shape",
         lambda: LinearRegression(dim=3, prior_mean=torch.zeros(2)),
     ),
-    "GD-beta gamma shape": (ValueError, r"gamma must have shape \(2, 2\)", lambda: GDBeta(2, gamma=torch.eye(3))),
+    "GD-beta gamma shape": (
+        ValueError,
+        r"gamma must be a float tensor of shape \(2, 2\)",
+        lambda: GDBeta(2, gamma=torch.eye(3)),
+    ),
     "subspace larger than d": (ValueError, "subspace_dim", lambda: SingleIndexTasks(dim=3, subspace_dim=4)),
     # sizes below 1
     "zero training steps": (ValueError, r"steps must be in \[1, ", lambda: config(steps=0)),
@@ -99,7 +103,7 @@ CASES = {
     # probabilities
     "probabilities not summing to 1": (
         ValueError,
-        "sum to 1",
+        "probs must be .*summing to 1",
         lambda: DiscreteFeatures(dim=3, probs=torch.tensor([0.6, 0.6])),
     ),
     "NaN probability": (ValueError, "positive", lambda: sa.sample_counts(torch.tensor([float("nan"), 1.0]), 3, 4, G)),
@@ -148,7 +152,7 @@ CASES = {
     ),
     "ensemble of nothing": (
         ValueError,
-        "models must be .*not empty",
+        "models must be a non-empty",
         lambda: train_ensemble([], LinearRegression(dim=2), config(), generator=G),
     ),
     "training settings as keywords": (
@@ -228,7 +232,7 @@ CASES = {
     "infinite float": (
         ValueError,
         "lr must be > 0 and finite",
-        lambda: checks.nonnegative_float("lr", float("inf"), strict=True),
+        lambda: gradient_descent(lambda w: w.sum(), torch.ones(2), steps=1, lr=float("inf"), progress=False),
     ),
 }
 

@@ -23,11 +23,25 @@ from typing import Annotated
 
 import numpy as np
 import torch
+from beartype.door import is_bearable
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, Counts, Draws, Fraction, Positive, Positives, Reps, Size, Steps, checked
+from icl_utils.checks import (
+    Count,
+    Counts,
+    Distribution,
+    Draws,
+    Fraction,
+    Positive,
+    Positives,
+    Reps,
+    Size,
+    Steps,
+    checked,
+    sequence_of,
+)
 from icl_utils.config import progress_bar
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.prompts import Prompt
@@ -35,10 +49,9 @@ from icl_utils.tasks.discrete import DiscreteFeatures
 
 
 @checked
-def predict(prompt: Prompt, q: Annotated[Float[Tensor, "d d"], checks.Finite]) -> Tensor:
+def predict(prompt: Prompt, q: Annotated[Float[Tensor, "{prompt.dim} {prompt.dim}"], checks.Finite]) -> Tensor:
     """Token-level prediction ``sum_i softmax_i(x_i^T Q x_query) y_i``, shape ``(B,)``."""
     prompt = checks.prompt(prompt)
-    checks.same_dim("q", q.shape[-1], prompt.dim)
     if prompt.n_context == 0:
         raise ValueError("prompt must hold at least one context example: softmax attention averages over them")
     scores = torch.einsum("bnd,de,be->bn", prompt.x, q.to(prompt.x), prompt.x_query)
@@ -52,9 +65,9 @@ def feature_weights(q: Float[Tensor, "d d"], features: Float[Tensor, "d K"]) -> 
 
 
 @checked
-def sample_counts(probs: Float[Tensor, " K"], n_context: Count, n_samples: Draws, generator: torch.Generator) -> Tensor:
+def sample_counts(probs: Distribution, n_context: Count, n_samples: Draws, generator: torch.Generator) -> Tensor:
     """``n_samples`` multinomial count vectors of ``n_context`` draws with ``probs``: shape ``(n_samples, K)``."""
-    probs = checks.probabilities("probs", probs)
+    probs = probs.double().cpu()
     # the draws (int64), (n_samples, n_context), and the counts (float64), (n_samples, K): 8 bytes a value
     checks.allocation("n_samples * max(n_context, K)", n_samples * max(n_context, len(probs)), torch.float64)
     dev = generator.device
@@ -328,17 +341,19 @@ class ConvergenceTimes:
     concentration: np.ndarray
 
 
-def _problems(problems: tuple | list) -> list[tuple[Tensor, int]]:
-    """``problems`` as checked ``(probs, n_context)`` pairs, or a TypeError or ValueError naming the argument (the
-    items of a list are not declared: beartype checks one of them)."""
-    if not problems or any(not isinstance(p, (tuple, list)) or len(p) != 2 for p in problems):
-        raise TypeError(f"problems must be a non-empty list of (probs, n_context) pairs, got {problems!r}")
-    return [(checks.probabilities("probs", p), checks.positive_int("n_context", n)) for p, n in problems]
+def _pair(p: object) -> bool:
+    """A ``(probs, n_context)`` pair; each pair has its own number of features (no axis shared between pairs)."""
+    probs = Annotated[Float[Tensor, " _"], checks.SumsToOne]
+    return type(p) in (tuple, list) and len(p) == 2 and is_bearable(p[0], probs) and is_bearable(p[1], Count)
+
+
+#: ``(probs, n_context)`` pairs, every one checked
+Problems = sequence_of(_pair, "(probs, n_context) pairs: probabilities summing to 1, an int >= 1", base=tuple | list)
 
 
 @checked
 def convergence_times(
-    problems: tuple | list,
+    problems: Problems,
     *,
     eps: Positives,
     n_seeds: Reps,
@@ -358,7 +373,7 @@ def convergence_times(
 
     ``first_only`` measures ``T_1`` alone: every run stops once ``L_1`` is below the smallest ``eps`` (the rare
     features, far slower in the imbalanced case, are not waited for), and ``rest`` is left ``inf``."""
-    problems, levels = _problems(problems), np.array([float(e) for e in eps])
+    problems, levels = [(p.double().cpu(), n) for p, n in problems], np.array([float(e) for e in eps])
     if levels.max() >= 1:
         raise ValueError(f"eps must hold levels in (0, 1), got {list(eps)}")
     shape = (len(problems), n_seeds, levels.size)

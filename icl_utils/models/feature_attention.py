@@ -105,11 +105,9 @@ class FixedFeatureAttention(AttentionOnFeatures):
     ``(..., n_features)``; chapter 2 passes the first ``N`` functions of the true basis): only ``Gamma`` (starting
     at ``I / N``) is a parameter, so that experiments on the pretraining of ``Gamma`` leave the features out."""
 
-    def __init__(self, features: Callable[[Tensor], Tensor], dim: int, n_features: int):
+    @checked
+    def __init__(self, features: Callable[[Tensor], Tensor], dim: int, n_features: Count):
         super().__init__(dim)
-        if not callable(features):
-            raise TypeError(f"features must be callable on inputs of shape (..., dim), got {type(features).__name__}")
-        n_features = checks.positive_int("n_features", n_features)
         self._features = features
         self.gamma = nn.Parameter(torch.eye(n_features) / n_features)
 

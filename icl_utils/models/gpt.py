@@ -109,10 +109,9 @@ class ICLTransformer(nn.Module):
     """GPT-style transformer; ``model(prompt)`` returns predictions at every x position, shape ``(B, n+1)``, or at
     the query alone, shape ``(B,)``, with ``tokens="paired"``."""
 
+    @checked
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        if not isinstance(cfg, GPTConfig):
-            raise TypeError(f"cfg must be a GPTConfig, got {type(cfg).__name__}")
         self.cfg = cfg
         self.read_in = nn.Linear(cfg.n_dims + 1, cfg.n_embd)
         # x and y tokens of n examples and the query, or one token per example and the query

@@ -23,14 +23,17 @@ models cannot tell from it, and :func:`sample_moment_prompts` draws many such pr
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
+from jaxtyping import Float
 from torch import Tensor, nn
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, NonNegative, Real, Steps, checked
+from icl_utils.checks import Count, Finite, NonNegative, Real, Steps, Task, checked
 from icl_utils.estimators import _gd_plus_plus
 from icl_utils.models.base import QueryModel
-from icl_utils.prompts import Prompt, TaskFamily
+from icl_utils.prompts import Prompt
 
 
 def token_matrix(prompt: Prompt) -> Tensor:
@@ -60,10 +63,10 @@ def moment_prompt(prompt: Prompt) -> Prompt:
     return Prompt(x=pseudo[:, :d].transpose(1, 2), y=pseudo[:, d], x_query=prompt.x_query, y_query=prompt.y_query)
 
 
-def sample_moment_prompts(task: TaskFamily, batch: int, n: int, generator: torch.Generator) -> Prompt:
+@checked
+def sample_moment_prompts(task: Task, batch: int, n: int, generator: torch.Generator) -> Prompt:
     """``batch`` prompts of ``n`` examples from ``task``, each shrunk by :func:`moment_prompt`; drawn a bounded
     number of values at a time, so memory grows with ``batch`` but not with ``n``."""
-    task = checks.task_family(task)
     batch, n, generator = checks.sample_sizes(batch, n, generator, dim=task.dim)
     per_chunk = config.prompts_per_chunk((n + 1) * (task.dim + 1))
     return Prompt.cat(
@@ -137,13 +140,18 @@ class GDBeta(QueryModel):
 
     @checked
     def __init__(
-        self, dim: Count, *, learnable_init: bool = True, beta0: Tensor | None = None, gamma: Tensor | None = None
+        self,
+        dim: Count,
+        *,
+        learnable_init: bool = True,
+        beta0: Annotated[Float[Tensor, " {dim}"], Finite] | None = None,
+        gamma: Annotated[Float[Tensor, "{dim} {dim}"], Finite] | None = None,
     ):
         super().__init__(dim)
-        gamma = torch.zeros(dim, dim) if gamma is None else checks.matrix("gamma", gamma, dim)
+        gamma = torch.zeros(dim, dim) if gamma is None else gamma.detach().cpu()
         self.gamma = nn.Parameter(gamma.float().clone())
         if learnable_init:
-            beta0 = torch.zeros(dim) if beta0 is None else checks.vector("beta0", beta0, dim)
+            beta0 = torch.zeros(dim) if beta0 is None else beta0.detach().cpu()
             self.beta0 = nn.Parameter(beta0.float().clone())
         else:
             if beta0 is not None:

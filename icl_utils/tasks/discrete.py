@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, Fraction, Several, Size, checked
+from icl_utils.checks import Count, Distribution, Fraction, Several, Size, checked
 from icl_utils.prompts import Prompt
 
 
@@ -34,13 +33,13 @@ class DiscreteFeatures:
     """
 
     dim: Count
-    probs: Float[Tensor, " K"]
+    probs: Distribution
     seed: Size = 0
     features: Tensor = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         dim = self.dim
-        probs = checks.probabilities("probs", self.probs)
+        probs = self.probs.double().cpu()
         if probs.numel() > dim:
             raise ValueError(f"at most dim={dim} orthonormal features fit in R^{dim}, got K={probs.numel()}")
         object.__setattr__(self, "probs", probs)
