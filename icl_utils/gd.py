@@ -18,7 +18,7 @@ from icl_utils import checks
 from icl_utils.checks import Count, Positive, Steps, checked, mapping_of
 from icl_utils.config import progress_bar
 
-#: one step size, or one per block of the parameters
+# one step size, or one per block of the parameters
 StepSizes = Positive | mapping_of(Positive, "numbers > 0 and finite", keys="block names")
 
 Params = Tensor | dict[str, Tensor]
