@@ -497,13 +497,8 @@ def _train_separately(
     start = time.perf_counter()
     seeds = torch.randint(0, 2**62, (len(models),), generator=generator).tolist()
     tasks = tasks * len(models) if len(tasks) == 1 else tasks
-    jobs = [(model, task, config, seed) for model, task, seed in zip(models, tasks, seeds)]
-    results = _run_jobs(_train_one_thread, jobs, _workers(workers, len(models)), desc, progress)
-    for model, (weights, _) in zip(models, results):
-        model.load_state_dict(weights)
-        model.eval()
-    losses = np.stack([history.losses for _, history in results], 1)
-    return TrainHistory(losses=losses, seconds=time.perf_counter() - start)
+    histories = train_parallel(models, tasks, config, seeds=seeds, workers=workers, progress=progress, desc=desc)
+    return TrainHistory(losses=np.stack([h.losses for h in histories], 1), seconds=time.perf_counter() - start)
 
 
 def _train_one_thread(model: nn.Module, task: TaskFamily, config: TrainConfig, seed: int) -> tuple[dict, TrainHistory]:
