@@ -191,6 +191,10 @@ def test_readout_error_of_a_readable_and_an_unreadable_task(problem):
     assert 0.9 < mf.readout_error(init, noise, x) <= 1.0  # independent of x: nothing to read out
     with pytest.raises(ValueError, match=r"x must be a float tensor of shape \(\*#S, K, d\).*K=511"):
         mf.readout_error(init, noise[:-1], x)
+    columns = torch.stack([ones, noise], 1)  # one evaluation of the features for both tasks
+    for centered in (False, True):
+        each = [mf.readout_error(init, g, x, centered) for g in (ones, noise)]
+        np.testing.assert_allclose(mf.readout_error(init, columns, x, centered), np.stack(each, -1), rtol=1e-12)
 
 
 def test_figures_draw_what_they_show(problem):

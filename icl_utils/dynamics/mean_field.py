@@ -112,11 +112,20 @@ def icl_loss(particles: Particles, gamma: Gamma, x: Float[Tensor, "*#S B n d"], 
 
 def _icl_loss(particles: Tensor, gamma: Tensor, x: Tensor, y: Tensor) -> Tensor:
     """:func:`icl_loss` on checked arguments (the training loop's)."""
-    k = gamma.shape[-1]
+    return _icl_loss_of(*_icl_features(particles, x, y, gamma.shape[-1]), gamma, y)
+
+
+def _icl_features(particles: Tensor, x: Tensor, y: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """``(h, context)`` of the prompts: each point's features ``(..., B, n, k)``, and the mean of ``y_i h(x_i)``
+    over the other points of its prompt, the context it reads (shared by the loss and the optimal ``Gamma``)."""
     lead = particles.shape[:-2]
     h = sigmoid_network(particles.reshape(*lead, 1, *particles.shape[-2:]), x, k)  # (..., B, n, k)
     total = (y[..., None] * h).sum(-2, keepdim=True)  # (..., B, 1, k)
-    context = (total - y[..., None] * h) / (x.shape[-2] - 1)
+    return h, (total - y[..., None] * h) / (x.shape[-2] - 1)
+
+
+def _icl_loss_of(h: Tensor, context: Tensor, gamma: Tensor, y: Tensor) -> Tensor:
+    k = gamma.shape[-1]
     g = gamma.reshape(*gamma.shape[:-2], 1, k, k)
     pred = ((context @ g) * h).sum(-1)
     return (y - pred).square().mean((-1, -2))
@@ -137,15 +146,16 @@ def icl_optimal_gamma(
 
 def _icl_optimal_gamma(particles: Tensor, x: Tensor, y: Tensor, k: int, ridge: float = 1e-8) -> Tensor:
     """:func:`icl_optimal_gamma` on checked arguments (the training loop's)."""
-    lead = particles.shape[:-2]
-    h = sigmoid_network(particles.reshape(*lead, 1, *particles.shape[-2:]), x, k)  # (..., B, n, k)
-    total = (y[..., None] * h).sum(-2, keepdim=True)
-    context = (total - y[..., None] * h) / (x.shape[-2] - 1)
+    return _icl_gamma_of(*_icl_features(particles, x, y, k), y, ridge)
+
+
+def _icl_gamma_of(h: Tensor, context: Tensor, y: Tensor, ridge: float) -> Tensor:
+    k = h.shape[-1]
     phi = (context[..., :, None] * h[..., None, :]).flatten(-2).flatten(-3, -2)  # (..., B n, k^2)
     count = phi.shape[-2]
     gram = phi.mT @ phi / count
     rhs = phi.mT @ y.flatten(-2)[..., None] / count
-    return torch.linalg.solve(_regularized(gram, ridge), rhs).reshape(*lead, k, k)
+    return torch.linalg.solve(_regularized(gram, ridge), rhs).reshape(*h.shape[:-3], k, k)
 
 
 @checked
@@ -590,9 +600,10 @@ def run_gradient_descent(
                 return _attention_loss(particles, best, f, x).sum()
             drawn = data._draw(seeds, batch, generator)
             x, y = (drawn.x[0], drawn.y[0]) if init.ndim == 2 else (drawn.x, drawn.y)
+            h, context = _icl_features(particles, x, y, k)  # one evaluation for Gamma and the loss
             with torch.no_grad():
-                best = _icl_optimal_gamma(particles, x, y, k)
-            return _icl_loss(particles, best, x, y).sum()
+                best = _icl_gamma_of(h.detach(), context.detach(), y, 1e-8)
+            return _icl_loss_of(h, context, best, y).sum()
 
         def record_fast(particles):
             check_conditioning(particles)
@@ -791,13 +802,20 @@ def path_losses(
 
 
 @checked
-def readout_error(particles: Particles, g: Float[Tensor, " K"], x: Inputs, centered: bool = False) -> np.ndarray:
+def readout_error(
+    particles: Particles, g: Float[Tensor, " K"] | Float[Tensor, "K J"], x: Inputs, centered: bool = False
+) -> np.ndarray:
     """The error of the best linear readout of ``g`` (shape ``(K,)``, values at the inputs ``x``, ``(K, d)``) from
     the features of ``particles``, relative to ``E g^2`` (the error of predicting zero): what linear attention with
     long prompts leaves of the task ``y = g(x)`` (the paper's Proposition 2.3; no constant, as the paper's linear
     attention has none). With ``centered`` the readout may add a constant and the error is relative to ``Var g``
     (the error of predicting the mean): what the features explain beyond a constant. One value per student for
-    stacked particles ``(S, M, p)``."""
+    stacked particles ``(S, M, p)``; ``g`` of shape ``(K, J)`` gives one value per column (a last axis of ``J``),
+    each the error of reading that column alone, from one evaluation of the features."""
     k = _student_k(particles, x)
-    scale = g.var(correction=0) if centered else g.square().mean()
-    return (_static_loss(particles, g[:, None], x, k, centered=centered) / scale).detach().cpu().numpy()
+    columns = g[:, None] if g.ndim == 1 else g
+    targets, _, cross, cov = _moments(particles, columns, x, k, centered)
+    explained = (cross * torch.linalg.solve(_regularized(cov, 1e-8), cross.mT).mT).sum(-1)  # one per column
+    scale = columns.var(0, correction=0) if centered else columns.square().mean(0)
+    errors = (targets.square().mean(-2) - explained) / scale
+    return (errors[..., 0] if g.ndim == 1 else errors).detach().cpu().numpy()
