@@ -1113,6 +1113,11 @@ case(
     lambda: mf.run_gradient_descent("static", torch.zeros(3, 2), torch.zeros(4, 4), steps=1, eta=0.1),
 )
 case(
+    "mf.attention_loss gamma of another number of students",  # the sizes particles fixed, not gamma's own k
+    r"gamma must be a float tensor of shape \(\*#S, k, k\), got .* \(3, 1, 1\) \(axes so far: S=\(2,\)\)$",
+    lambda: mf.attention_loss(torch.zeros(2, 5, 4), torch.zeros(3, 1, 1), torch.zeros(7, 1), torch.zeros(7, 2)),
+)
+case(
     "mf.icl_loss one point per prompt",
     "at least 2 points",
     lambda: mf.icl_loss(torch.zeros(4, 4), torch.eye(1), torch.zeros(3, 1, 2), torch.zeros(3, 1)),
