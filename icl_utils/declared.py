@@ -155,6 +155,9 @@ def sequence_of(item: object, words: str, *, base: object = collections.abc.Sequ
     return declare(base, lambda s: (empty or len(s) > 0) and all(ok(v) for v in s), words)
 
 
+_DTYPES = {"Float": "a float", "Int": "an integer", "Real": "a real", "Bool": "a boolean"}  # jaxtyping's, in words
+
+
 def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
     """A declared type in words: the kind of value it takes and the constraint on it."""
     if hint in _DESCRIBED:
@@ -169,12 +172,12 @@ def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
         said = [extra.get(id(m), "satisfying " + repr(m).removeprefix("beartype.vale.")) for m in hint.__metadata__]
         return kind, ", ".join([constraint, *said])
     if isinstance(hint, type) and issubclass(hint, AbstractArray):
-        dtype = {"Float": "a float", "Int": "an integer", "Bool": "a boolean"}.get(hint.dtype.__name__, "a")
+        dtype = _DTYPES.get(hint.dtype.__name__, "a")
         dim_str = hint.dim_str
         # axes given by arguments ("{dim}", "{task.dim+1}"): the annotation's f-string, evaluated as jaxtyping does
         with contextlib.suppress(NameError, AttributeError, TypeError, ValueError, SyntaxError, IndexError, KeyError):
             dim_str = eval("f" + repr(dim_str), {}, dict(arguments or {}))
-        dims = ", ".join(dim_str.split()) + ("," if len(hint.dims) == 1 else "")
+        dims = ", ".join(dim_str.split()) + ("," if len(hint.dims) == 1 and hint.index_variadic is None else "")
         if hint.array_type is np.ndarray:
             return "a numpy array", f"{dtype} numpy array of shape ({dims})"
         return "a torch.Tensor", f"{dtype} tensor of shape ({dims})"
