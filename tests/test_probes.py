@@ -1138,6 +1138,18 @@ case(
     lambda: mf.attention_loss(torch.zeros(2, 5, 4), torch.zeros(3, 1, 1), torch.zeros(7, 1), torch.zeros(7, 2)),
 )
 case(
+    "mf.run_gradient_descent record with the optimal gamma",
+    "record is for the static and modified models",
+    lambda: mf.run_gradient_descent(
+        "attention", _feature_prompts(), torch.zeros(4, 4), steps=1, eta=0.1, gamma="optimal", record=lambda p: {}
+    ),
+)
+case(
+    "mf.descent_rotation targets of another k",  # the student's k = p - d - 1 = 1 here
+    r"x must be a float tensor of shape \(K, p-k-1\), got .* \(3, 2\) \(axes so far: p=4, K=3, k=2\)$",
+    lambda: mf.descent_rotation(torch.zeros(4, 4), torch.zeros(3, 2), torch.zeros(3, 2)),
+)
+case(
     "mf.icl_loss one point per prompt",
     "at least 2 points",
     lambda: mf.icl_loss(torch.zeros(4, 4), torch.eye(1), torch.zeros(3, 1, 2), torch.zeros(3, 1)),
