@@ -1150,6 +1150,13 @@ case(
     lambda: mf.descent_rotation(torch.zeros(4, 4), torch.zeros(3, 2), torch.zeros(3, 2)),
 )
 case(
+    "mf.path_losses a rotation of another k",  # was a silent number: the mixture split the student at the wrong k
+    r"x must be a float tensor of shape \(K, p-k-1\), got .* \(5, 2\) \(axes so far: p=4, k=2, K=5\)$",
+    lambda: mf.path_losses(
+        torch.zeros(4, 4), torch.zeros(3, 4), torch.eye(2), [0.0, 0.5], torch.zeros(5, 1), torch.zeros(5, 2)
+    ),
+)
+case(
     "mf.icl_loss one point per prompt",
     "at least 2 points",
     lambda: mf.icl_loss(torch.zeros(4, 4), torch.eye(1), torch.zeros(3, 1, 2), torch.zeros(3, 1)),

@@ -779,10 +779,11 @@ def path_losses(
     rotation: Float[Tensor, "k k"],
     s_values: np.ndarray | checks.Reals,
     targets: Float[Tensor, "K ko"],
-    x: Float[Tensor, "K d"],
+    x: Float[Tensor, "K p-k-1"],
 ) -> np.ndarray:
     """The static loss of :func:`mixture` ``(student, teacher, s, rotation)`` at each ``s`` of ``s_values`` (each
-    checked there): the landscape along the path from ``mu`` to the rotated teacher ``R#mu_o``."""
+    checked there): the landscape along the path from ``mu`` to the rotated teacher ``R#mu_o``. The student's
+    ``k`` is the rotation's (so ``x``'s width is ``d = p - k - 1``)."""
     k = _student_k(student, x, "student")
     return np.array([_static_loss(mixture(student, teacher, s, rotation), targets, x, k).item() for s in s_values])
 
