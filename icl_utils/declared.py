@@ -13,6 +13,7 @@ import collections.abc
 import contextlib
 import functools
 import inspect
+import itertools
 import math
 import numbers
 import re
@@ -154,6 +155,9 @@ def sequence_of(item: object, words: str, *, base: object = collections.abc.Sequ
     return declare(base, lambda s: (empty or len(s) > 0) and all(ok(v) for v in s), words)
 
 
+_DTYPES = {"Float": "a float", "Int": "an integer", "Real": "a real", "Bool": "a boolean"}  # jaxtyping's, in words
+
+
 def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
     """A declared type in words: the kind of value it takes and the constraint on it."""
     if hint in _DESCRIBED:
@@ -168,12 +172,12 @@ def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
         said = [extra.get(id(m), "satisfying " + repr(m).removeprefix("beartype.vale.")) for m in hint.__metadata__]
         return kind, ", ".join([constraint, *said])
     if isinstance(hint, type) and issubclass(hint, AbstractArray):
-        dtype = {"Float": "a float", "Int": "an integer", "Bool": "a boolean"}.get(hint.dtype.__name__, "a")
+        dtype = _DTYPES.get(hint.dtype.__name__, "a")
         dim_str = hint.dim_str
         # axes given by arguments ("{dim}", "{task.dim+1}"): the annotation's f-string, evaluated as jaxtyping does
         with contextlib.suppress(NameError, AttributeError, TypeError, ValueError, SyntaxError, IndexError, KeyError):
             dim_str = eval("f" + repr(dim_str), {}, dict(arguments or {}))
-        dims = ", ".join(dim_str.split()) + ("," if len(hint.dims) == 1 else "")
+        dims = ", ".join(dim_str.split()) + ("," if len(hint.dims) == 1 and hint.index_variadic is None else "")
         if hint.array_type is np.ndarray:
             return "a numpy array", f"{dtype} numpy array of shape ({dims})"
         return "a torch.Tensor", f"{dtype} tensor of shape ({dims})"
@@ -276,6 +280,25 @@ def _typed(fn: Callable) -> Callable:
     return jaxtyped(typechecker=_TYPECHECK)(copy)
 
 
+def _axis_names(hint: object) -> set[str]:
+    """The axis names of the array types in ``hint`` (in a union or under Annotated too), those of symbolic axes
+    (``p-k-1``) among them; not the arguments an f-string axis reads (``{prompt.dim}``)."""
+    if isinstance(hint, type) and issubclass(hint, AbstractArray):
+        return set(re.findall(r"[A-Za-z_]\w*", re.sub(r"\{[^}]*\}", "", hint.dim_str)))
+    return set().union(*(_axis_names(a) for a in typing.get_args(hint)))
+
+
+def _fixed_axes(err: TypeCheckError, name: str, arguments: dict, fn: Callable) -> list[tuple[str, str]]:
+    """The sizes, from jaxtyping's memo in ``err``, of the axes of argument ``name``'s annotation that the
+    arguments checked before it fixed: neither the axes the failing argument bound itself before its check failed,
+    nor those of arguments it shares no axis with. A variadic axis's sizes read as a tuple, ``S=(2,)``."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    before = set().union(*(_axis_names(hints.get(a)) for a in itertools.takewhile(lambda a: a != name, arguments)))
+    memo = re.findall(r"^(\w+)=(.+)$", str(err).split("axis annotation are as follows.")[-1], re.M)
+    sizes = {k: v if v.isdigit() else str(tuple(int(s) for s in re.findall(r"\d+", v))) for k, v in memo}
+    return [(k, v) for k, v in sizes.items() if k in before & _axis_names(hints[name])]
+
+
 def checked(fn: F) -> F:
     """``fn`` (a function, or a class whose ``__init__`` is checked), its arguments checked on every call against
     its annotations: jaxtyping's dtypes and shapes, beartype's types and validators (a container's items only where
@@ -304,8 +327,7 @@ def checked(fn: F) -> F:
             name = found.group(1)
             arguments = signature.bind(*args, **kwargs).arguments
             error = refusal(name, typing.get_type_hints(fn, include_extras=True)[name], arguments[name], arguments)
-            axes = re.findall(r"^(\w+)=(\d+)$", str(err).split("axis annotation are as follows.")[-1], re.M)
-            if axes and isinstance(arguments[name], (Tensor, np.ndarray)):  # the sizes the other arguments fixed
+            if isinstance(arguments[name], (Tensor, np.ndarray)) and (axes := _fixed_axes(err, name, arguments, fn)):
                 error.args = (f"{error.args[0]} (axes so far: {', '.join(f'{k}={v}' for k, v in axes)})",)
             raise error from None
 

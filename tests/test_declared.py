@@ -39,13 +39,27 @@ def test_errors_name_the_argument_the_constraint_and_the_value():
     with pytest.raises(TypeError, match=r"^k must be an int, got float$"):
         _f(x, torch.zeros(2), k=2.5)
     with pytest.raises(
-        ValueError, match=r"w must be a float tensor of shape \(d,\), got .*\(3,\) \(axes so far: n=3, d=2\)"
+        ValueError, match=r"w must be a float tensor of shape \(d,\), got .*\(3,\) \(axes so far: d=2\)$"
     ):
         _f(x, torch.zeros(3))
     with pytest.raises(ValueError, match="x must be a float tensor"):  # integer and complex tensors are refused
         _f(x.long(), torch.zeros(2))
     with pytest.raises(ValueError, match=r"lr must be > 0 and finite, got nan"):
         _Config(steps=1, lr=float("nan"))
+
+
+@checked
+def _g(a: Float[Tensor, "B n"], b: Float[Tensor, "K K"], c: Float[Tensor, "*S B"]) -> None:
+    pass
+
+
+def test_the_axes_so_far_are_those_the_other_arguments_fixed_for_the_failing_one():
+    """Not the failing argument's own axes (b bound K=2 before its second axis failed), nor the axes of arguments
+    it shares none with (a's n for c); a variadic axis as a tuple."""
+    with pytest.raises(ValueError, match=r"^b must be a float tensor of shape \(K, K\), got [^(]*\(2, 3\)$"):
+        _g(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2))
+    with pytest.raises(ValueError, match=r"c must be .* shape \(3,\) \(axes so far: B=2\)$"):
+        _g(torch.zeros(2, 3), torch.zeros(4, 4), torch.zeros(3))
 
 
 def test_numpy_scalars_are_the_python_numbers_they_hold_in_tuples_and_lists_too():

@@ -1022,6 +1022,26 @@ case(
     lambda: sa.convergence_steps(np.arange(3), np.full((3, 2), NAN), 0.1),
 )
 case("sa.bound_terms lr 0", "lr must be > 0", lambda: sa.bound_terms(np.array([4]), np.array([0.1]), 0.0))
+case("sa.convergence_steps no steps", "steps must be", lambda: sa.convergence_steps(np.arange(0), np.ones((0, 2)), 0.1))
+case(
+    "sa.convergence_steps a row short", "loss_k must", lambda: sa.convergence_steps(np.arange(3), np.ones((2, 2)), 0.1)
+)
+case(
+    "sa.phase_boundaries loss_k of another K",
+    "loss_k",
+    lambda: sa.phase_boundaries(np.arange(3), np.zeros((3, 3, 3)), np.zeros((3, 4)), feature=1, eps=0.1),
+)
+case("sa.bound_terms complex eps", "eps must", lambda: sa.bound_terms(np.array([4]), np.array([0.1 + 1j]), 1.0))
+case(
+    "sa.fit_bound n_features of another shape",
+    "n_features must be",
+    lambda: sa.fit_bound(np.ones((2, 2)), np.array([4.0, 8.0]), 0.01, 1.0),
+)
+case(
+    "sa.doubling_increments times a row short",
+    r"times must .*\(6, S\)",
+    lambda: sa.doubling_increments([4, 6, 8, 12, 16, 32], np.ones((5, 2))),
+)
 case(
     "sa.concentration_quantile quantile 1.5",
     r"quantile must be in \(0, 1\)",
@@ -1113,6 +1133,30 @@ case(
     lambda: mf.run_gradient_descent("static", torch.zeros(3, 2), torch.zeros(4, 4), steps=1, eta=0.1),
 )
 case(
+    "mf.attention_loss gamma of another number of students",  # the sizes particles fixed, not gamma's own k
+    r"gamma must be a float tensor of shape \(\*#S, k, k\), got .* \(3, 1, 1\) \(axes so far: S=\(2,\)\)$",
+    lambda: mf.attention_loss(torch.zeros(2, 5, 4), torch.zeros(3, 1, 1), torch.zeros(7, 1), torch.zeros(7, 2)),
+)
+case(
+    "mf.run_gradient_descent record with the optimal gamma",
+    "record is for the static and modified models",
+    lambda: mf.run_gradient_descent(
+        "attention", _feature_prompts(), torch.zeros(4, 4), steps=1, eta=0.1, gamma="optimal", record=lambda p: {}
+    ),
+)
+case(
+    "mf.descent_rotation targets of another k",  # the student's k = p - d - 1 = 1 here
+    r"x must be a float tensor of shape \(K, p-k-1\), got .* \(3, 2\) \(axes so far: p=4, K=3, k=2\)$",
+    lambda: mf.descent_rotation(torch.zeros(4, 4), torch.zeros(3, 2), torch.zeros(3, 2)),
+)
+case(
+    "mf.path_losses a rotation of another k",  # was a silent number: the mixture split the student at the wrong k
+    r"x must be a float tensor of shape \(K, p-k-1\), got .* \(5, 2\) \(axes so far: p=4, k=2, K=5\)$",
+    lambda: mf.path_losses(
+        torch.zeros(4, 4), torch.zeros(3, 4), torch.eye(2), [0.0, 0.5], torch.zeros(5, 1), torch.zeros(5, 2)
+    ),
+)
+case(
     "mf.icl_loss one point per prompt",
     "at least 2 points",
     lambda: mf.icl_loss(torch.zeros(4, 4), torch.eye(1), torch.zeros(3, 1, 2), torch.zeros(3, 1)),
@@ -1197,12 +1241,12 @@ case(
 )
 case(
     "sa.convergence_steps complex loss_k",  # numpy compares complex numbers by their real parts
-    "loss_k must hold real numbers",
+    "loss_k must be a real numpy array",
     lambda: sa.convergence_steps(np.arange(3), np.full((3, 2), 0.001 + 1j), 0.1),
 )
 case(
     "sa.fit_bound complex times",  # cut to the real part, with a ComplexWarning
-    "times must hold real numbers",
+    "times must be a real numpy array",
     lambda: sa.fit_bound(np.array([10.0 + 1j, 20.0]), np.array([4.0, 8.0]), 0.1, 1.0),
 )
 case(

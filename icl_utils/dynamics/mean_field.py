@@ -312,16 +312,15 @@ def critical_point(
 
 @checked
 def descent_rotation(
-    student: Float[Tensor, "M p"], targets: Float[Tensor, "K ko"], x: Float[Tensor, "K d"]
+    student: Float[Tensor, "M p"], targets: Float[Tensor, "K k"], x: Float[Tensor, "K p-k-1"]
 ) -> tuple[Tensor, float]:
     """The ``R`` in the unit ball of the operator norm (the convex hull of ``O(k)``) along whose mixture
     ``(1 - s) mu + s R#mu_o`` the static loss falls fastest at ``s = 0`` (Theorem 3.3's direction of decrease), and
     that slope. The slope is ``<g, R f - h>`` for ``g = dL/dh``, and ``<g, h> = 0`` because the loss does not change
     when ``h`` is scaled, so the best ``R`` is minus the polar factor of ``G = E[g f^T]``, with slope ``-||G||_*``.
-    ``targets`` are the teacher's features ``f`` on ``x``."""
+    ``targets`` are the teacher's ``k`` features ``f`` on ``x``, as many as the student's (so ``x``'s width is
+    ``d = p - k - 1``)."""
     k = _student_k(student, x, "student")
-    if targets.shape[1] != k:
-        raise ValueError(f"targets must be the teacher's k = {k} features at x, ({x.shape[0]}, {k})")
     g = _loss_gradient(student, targets, x, k)
     u, sing, vh = torch.linalg.svd(g.mT @ targets, full_matrices=False)  # G = E[g f^T], with the 1/K in g
     return -(u @ vh), -sing.sum().item()
@@ -588,9 +587,9 @@ def run_gradient_descent(
 
     if gamma == "optimal" and model != "attention":
         raise ValueError("gamma='optimal' is for the attention model (the others have no Gamma of their own)")
+    if model == "attention" and record is not None:
+        raise ValueError("record is for the static and modified models; the attention model records its loss")
     if model == "attention" and gamma == "optimal":
-        if record is not None:
-            raise ValueError("record is for the static and modified models; the attention model records its loss")
 
         def fast_fn(particles):
             if batch is None:
@@ -614,8 +613,6 @@ def run_gradient_descent(
         )
         return MeanFieldRun(particles, None, history, events=[])
     if model == "attention":
-        if record is not None:
-            raise ValueError("record is for the static and modified models; the attention model records its loss")
         if gamma_lr is None:
             raise ValueError("gamma_lr must be given for the attention model")
         eye = torch.eye(k, dtype=init.dtype, device=init.device)
@@ -793,10 +790,11 @@ def path_losses(
     rotation: Float[Tensor, "k k"],
     s_values: np.ndarray | checks.Reals,
     targets: Float[Tensor, "K ko"],
-    x: Float[Tensor, "K d"],
+    x: Float[Tensor, "K p-k-1"],
 ) -> np.ndarray:
     """The static loss of :func:`mixture` ``(student, teacher, s, rotation)`` at each ``s`` of ``s_values`` (each
-    checked there): the landscape along the path from ``mu`` to the rotated teacher ``R#mu_o``."""
+    checked there): the landscape along the path from ``mu`` to the rotated teacher ``R#mu_o``. The student's
+    ``k`` is the rotation's (so ``x``'s width is ``d = p - k - 1``)."""
     k = _student_k(student, x, "student")
     return np.array([_static_loss(mixture(student, teacher, s, rotation), targets, x, k).item() for s in s_values])
 

@@ -24,7 +24,7 @@ from typing import Annotated
 import numpy as np
 import torch
 from beartype.door import is_bearable
-from jaxtyping import Float, Int
+from jaxtyping import Float, Int, Real
 from torch import Tensor
 
 from icl_utils import checks
@@ -196,45 +196,38 @@ def _first_steps(steps: np.ndarray, events: np.ndarray) -> np.ndarray:
     return np.where(first >= 0, steps[first].astype(float), np.inf)
 
 
-def _reals(name: str, value: object) -> np.ndarray:
-    """``value`` as a numpy array of real numbers (ints or floats), or a TypeError naming it: numpy would cut a
-    complex value to its real part, and compares complex values by their real parts first."""
-    array = np.asarray(value)
-    if array.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must hold real numbers, got {array.dtype}")
-    return array
+# A history's recorded steps (at least one) and what was recorded at them, one row per step: numpy arrays of real
+# numbers (numpy would cut a complex value to its real part, and compares complex values by their real parts first).
+RecordedSteps = Annotated[Real[np.ndarray, " T"], checks.NonEmpty]
+Recorded = Real[np.ndarray, "T *K"]
+# numbers, or arrays of them (one per point of a fit, of the shape T of its times)
+Points = float | Real[np.ndarray, ""] | Real[np.ndarray, "*T"]
 
 
-def _history_arrays(steps: object, **arrays: object) -> tuple[np.ndarray, ...]:
-    """``steps`` and the recorded ``arrays`` as numpy arrays of real numbers, checked to have one row per recorded
-    step."""
-    steps = _reals("steps", steps)
-    if steps.ndim != 1 or len(steps) == 0:
-        raise ValueError(f"steps must be a non-empty 1-D array of recorded steps, got shape {steps.shape}")
-    out = [steps]
-    for name, value in arrays.items():
-        value = _reals(name, value)
-        if value.ndim < 1 or value.shape[0] != len(steps):
-            raise ValueError(f"{name} must have one row per recorded step ({len(steps)}), got shape {value.shape}")
-        if np.isnan(value).any():  # NaN <= eps is False: "never"
-            raise ValueError(f"{name} must be numbers without NaN (a diverged run has no convergence step)")
-        out.append(value)
-    return tuple(out)
+def _without_nan(name: str, value: np.ndarray) -> np.ndarray:
+    """``value``, or a ValueError naming it when it holds a NaN (NaN <= eps is False: "never")."""
+    if np.isnan(value).any():
+        raise ValueError(f"{name} must be numbers without NaN (a diverged run has no convergence step)")
+    return value
 
 
 @checked
-def convergence_steps(steps: np.ndarray, loss_k: np.ndarray, eps: Positive) -> np.ndarray:
+def convergence_steps(steps: RecordedSteps, loss_k: Recorded, eps: Positive) -> np.ndarray:
     """For every feature, the first recorded step with ``L_k <= eps`` (``inf`` if it never gets there).
 
     ``steps``: shape ``(T,)``, the recorded steps; ``loss_k``: shape ``(T, K)``. Returns floats, shape ``(K,)``.
     """
-    steps, loss_k = _history_arrays(steps, loss_k=loss_k)
-    return _first_steps(steps, loss_k <= eps)
+    return _first_steps(steps, _without_nan("loss_k", loss_k) <= eps)
 
 
 @checked
 def phase_boundaries(
-    steps: np.ndarray, w: np.ndarray, loss_k: np.ndarray, *, feature: Count, eps: Positive
+    steps: RecordedSteps,
+    w: Real[np.ndarray, "T K K"],
+    loss_k: Real[np.ndarray, "T K"],
+    *,
+    feature: Count,
+    eps: Positive,
 ) -> np.ndarray:
     """The steps that end the first three of the four phases of feature ``feature`` (an index ``k >= 1``; feature
     0 is the dominant one), read off the recorded bilinear weights ``w`` (shape ``(T, K, K)``, ``w[t, m, k] =
@@ -247,10 +240,9 @@ def phase_boundaries(
     happens: phase II never ends if I does not, or if ``A_k`` never grows). Phase I is empty (its end is the first
     step) when ``A_k`` wins from the start, as in the balanced case.
     """
-    steps, w, loss_k = _history_arrays(steps, w=w, loss_k=loss_k)
-    n_features = loss_k.shape[1] if loss_k.ndim == 2 else -1
-    if w.shape[1:] != (n_features, n_features) or len(steps) < 3:
-        raise ValueError(f"w must be (T, K, K) and loss_k (T, K) with T >= 3; got {w.shape} and {loss_k.shape}")
+    w, loss_k, n_features = _without_nan("w", w), _without_nan("loss_k", loss_k), loss_k.shape[1]
+    if len(steps) < 3:
+        raise ValueError(f"steps must hold at least 3 records (two changes of the weights), got {len(steps)}")
     if feature >= n_features:
         raise ValueError(f"feature must be an under-represented feature's index in 1..{n_features - 1}, got {feature}")
     rate_a = np.diff(w[:, feature, feature]) / np.diff(steps)
@@ -266,11 +258,11 @@ def phase_boundaries(
 
 @checked
 def bound_terms(
-    n_features: np.ndarray | float, eps: np.ndarray | float, lr: Positive
+    n_features: float | Real[np.ndarray, "..."], eps: float | Real[np.ndarray, "..."], lr: Positive
 ) -> tuple[np.ndarray | float, np.ndarray | float]:
     """The two terms of the bound on ``T_k`` (broadcast over ``n_features`` and ``eps``): ``K^2 log K / eta`` and
     ``K log(K eps^(-1/2)) / (eps eta)``; numbers for numbers."""
-    k, eps = _reals("n_features", n_features).astype(float), _reals("eps", eps).astype(float)
+    k, eps = np.asarray(n_features, dtype=float), np.asarray(eps, dtype=float)
     if not (np.all(np.isfinite(k)) and np.all(k >= 2)) or not (np.all(eps > 0) and np.all(eps < 1)):
         raise ValueError("n_features must be at least 2 and eps in (0, 1)")
     return k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
@@ -278,24 +270,14 @@ def bound_terms(
 
 @checked
 def fit_bound(
-    times: np.ndarray,
-    n_features: np.ndarray | float,
-    eps: np.ndarray | float,
-    lr: Positive,
-    *,
-    eps_term_only: bool = False,
+    times: Real[np.ndarray, "*T"], n_features: Points, eps: Points, lr: Positive, *, eps_term_only: bool = False
 ) -> np.ndarray:
     """Non-negative constants ``(a, b)`` of ``T ~ a K^2 log K / eta + b K log(K eps^(-1/2)) / (eps eta)`` by least
     squares on the relative error ``1 - bound / T`` over the points given (same shapes, finite ``times``).
     ``eps_term_only`` fits ``b`` alone, with ``a = 0``: the bound without its first term."""
-    times = _reals("times", times).astype(float)
+    times = times.astype(float)
     if times.size < 2 or not np.all(np.isfinite(times)) or np.any(times <= 0):
         raise ValueError("times must hold at least two finite positive convergence times")
-    for name, value in (("n_features", n_features), ("eps", eps)):
-        if np.shape(value) not in ((), times.shape):
-            raise ValueError(
-                f"{name} must be a number or have the shape of times, {times.shape}; got {np.shape(value)}"
-            )
     t1, t2 = (np.broadcast_to(t, times.shape).ravel() for t in bound_terms(n_features, eps, lr))
     design, target = np.stack([t1, t2], 1) / times.ravel()[:, None], np.ones(times.size)
     best, best_err = None, np.inf
@@ -416,16 +398,14 @@ def convergence_times(
 
 
 @checked
-def doubling_increments(n_features: Counts | np.ndarray, times: np.ndarray) -> np.ndarray:
+def doubling_increments(n_features: Counts | np.ndarray, times: Real[np.ndarray, "{len(n_features)} S"]) -> np.ndarray:
     """How ``T`` grows per doubling of ``K``: the last increment ``T(K_max) - T(K_max / 2)`` over the first
     ``T(2 K_0) - T(K_0)``, per seed, along the unbroken chain ``K_0, 2 K_0, 4 K_0, ...`` of ``n_features``. ``times``
     has shape ``(len(n_features), seeds)``. A law that saturates gives a ratio well below 1, ``log K`` gives 1, any
     power of ``K`` more than 1; a seed whose first increment is not positive gives 0 if its last is not either (no
     growth), else ``inf``."""
     ks = _increasing_ks(n_features)
-    times = _reals("times", times).astype(float)
-    if times.ndim != 2 or times.shape[0] != len(ks):
-        raise ValueError(f"times must have shape (len(n_features), seeds) = ({len(ks)}, S), got {times.shape}")
+    times = times.astype(float)
     if not np.isfinite(times).all():  # inf - inf would read as "no growth"
         raise ValueError("times must be finite: a run that never converged has no increment (raise its budget)")
     chain = [0]
