@@ -44,6 +44,7 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     checked,
     declare,
     describe,
+    finite_flag,
     mapping_of,
     refusal,
     sequence_of,
@@ -153,7 +154,7 @@ def nonfinite_allowed() -> Iterator[None]:
 
 def finite(name: str, value: Tensor) -> Tensor:
     """``value`` itself, or a ValueError naming it when it holds a NaN or an infinity."""
-    if not bool(torch.isfinite(value).all()):
+    if not bool(finite_flag(value)):
         bad = ~torch.isfinite(value)
         raise ValueError(
             f"{name} must be finite, but holds {int(bad.sum())} NaN or infinite value(s) of {value.numel()}"
@@ -165,7 +166,7 @@ def nonfinite_names(tensors: dict[str, Tensor]) -> list[str]:
     """The names of the tensors that hold a NaN or an infinity, found with one host sync (parameters after a step)."""
     if not tensors:
         return []
-    ok = torch.stack([torch.isfinite(t.detach()).all() for t in tensors.values()]).tolist()
+    ok = torch.stack([finite_flag(t.detach()) for t in tensors.values()]).tolist()
     return [name for name, fine in zip(tensors, ok) if not fine]
 
 

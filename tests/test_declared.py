@@ -12,7 +12,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from icl_utils.declared import Count, Counts, Positive, checked
+from icl_utils.declared import Count, Counts, Positive, checked, finite_flag
 
 
 @checked
@@ -78,3 +78,24 @@ def test_a_bad_item_gets_the_same_outcome_on_every_call():
             _f(torch.zeros(3, 2), torch.zeros(2), lams=[1] * 30 + [0])
         with pytest.raises(ValueError, match=r"pair must be a tuple \(>= 1, >= 1\)"):  # fixed tuples: every item
             _items([1], pair=(1, 0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_finite_flag_finds_every_nan_and_infinity(dtype):
+    """One reduction (smallest and largest value) says what isfinite's mask says: a NaN, +inf or -inf at any place,
+    in the vectorized body or the tail of the reduction (a max alone would miss -inf, a NaN-skipping one a NaN)."""
+    for n in (1, 7, 16, 33, 100):
+        clean = torch.randn(n, 3).to(dtype)
+        assert bool(finite_flag(clean))
+        for position in range(n * 3):
+            for bad in (float("nan"), float("inf"), -float("inf")):
+                t = clean.clone().view(-1)
+                t[position] = bad
+                assert not bool(finite_flag(t.view(n, 3))), (n, position, bad)
+
+
+def test_finite_flag_of_empty_integer_and_complex_tensors():
+    assert bool(finite_flag(torch.empty(0, 3)))  # aminmax has no identity: isfinite's answer
+    assert bool(finite_flag(torch.arange(5)))
+    assert not bool(finite_flag(torch.tensor([1 + 1j, complex("nan")])))
+    assert finite_flag(torch.ones(3)).shape == ()  # a tensor, not a bool: no host sync

@@ -237,7 +237,7 @@ def fit_gamma(model: AttentionOnFeatures, prompt: Prompt, *, lam: Positive) -> N
         m = a.shape[1]
         checks.warn_if_ill_conditioned("lam", lam, (a.square().sum(1) * f.square().sum(1)).mean())
         for name, t in (("the context summaries", a), ("the query features", f), ("the query labels", y)):
-            if not bool(torch.isfinite(t).all()):
+            if not bool(checks.finite_flag(t)):
                 raise ValueError(f"{name} of the stage-2 prompts are not finite: check the model's weights")
         # A Gram matrix plus a ridge: symmetric positive definite, solved by Cholesky (see _spd_solve).
         if m * m <= n_tasks:
