@@ -70,12 +70,16 @@ Distribution = Annotated[Float[Tensor, " K"], SumsToOne]
 
 
 def finite_flag(t: Tensor) -> Tensor:
-    """Whether ``t`` holds no NaN or infinity, as a 0-dim bool tensor (no host sync): one reduction, its smallest
-    and largest value (which NaN propagates to), where ``isfinite``'s mask of every value is 30x slower on a large
-    floating-point tensor (104 against 2.9 ms for 34 million values on the CPU)."""
-    if t.numel() == 0 or not t.is_floating_point():
+    """Whether ``t`` holds no NaN or infinity, as a 0-dim bool tensor (no host sync). For a non-empty tensor of a
+    float dtype, one reduction to its smallest and largest values, to which a NaN propagates: on a large tensor far
+    faster than ``isfinite``'s mask of every value (about 30x for 34 million values on the CPU); for other
+    tensors (empty, integer, bool, complex, float8), ``isfinite``'s mask."""
+    if t.numel() == 0 or t.dtype not in _REDUCIBLE:
         return torch.isfinite(t).all()
     return torch.isfinite(torch.stack(torch.aminmax(t))).all()
+
+
+_REDUCIBLE = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 #: a tensor or numpy array without NaN or infinite values (one pass over it, and a host sync on a GPU)

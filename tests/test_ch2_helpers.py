@@ -195,6 +195,11 @@ def test_readout_error_of_a_readable_and_an_unreadable_task(problem):
     for centered in (False, True):
         each = [mf.readout_error(init, g, x, centered) for g in (ones, noise)]
         np.testing.assert_allclose(mf.readout_error(init, columns, x, centered), np.stack(each, -1), rtol=1e-12)
+    students = (init, 0.5 * init)  # two networks, stacked (S, M, p): one value per student and column
+    errors = mf.readout_error(torch.stack(students), columns, x)
+    expected = [[mf.readout_error(p, g, x) for g in (ones, noise)] for p in students]
+    np.testing.assert_allclose(errors, expected, rtol=1e-12)
+    assert abs(errors[0, 0] - errors[1, 0]) > 1e-6  # the students differ, so a mix-up would show
 
 
 def test_figures_draw_what_they_show(problem):

@@ -99,3 +99,7 @@ def test_finite_flag_of_empty_integer_and_complex_tensors():
     assert bool(finite_flag(torch.arange(5)))
     assert not bool(finite_flag(torch.tensor([1 + 1j, complex("nan")])))
     assert finite_flag(torch.ones(3)).shape == ()  # a tensor, not a bool: no host sync
+    assert bool(finite_flag(torch.tensor([True, False])))
+    assert not bool(finite_flag(torch.tensor(float("nan"))))  # 0-dim
+    assert not bool(finite_flag(torch.tensor([1.0, float("inf")], requires_grad=True)))
+    assert not finite_flag(torch.ones(3, requires_grad=True)).requires_grad

@@ -125,6 +125,7 @@ def _icl_features(particles: Tensor, x: Tensor, y: Tensor, k: int) -> tuple[Tens
 
 
 def _icl_loss_of(h: Tensor, context: Tensor, gamma: Tensor, y: Tensor) -> Tensor:
+    """:func:`icl_loss` from the prompts' :func:`_icl_features`."""
     k = gamma.shape[-1]
     g = gamma.reshape(*gamma.shape[:-2], 1, k, k)
     pred = ((context @ g) * h).sum(-1)
@@ -149,13 +150,14 @@ def _icl_optimal_gamma(particles: Tensor, x: Tensor, y: Tensor, k: int, ridge: f
     return _icl_gamma_of(*_icl_features(particles, x, y, k), y, ridge)
 
 
-def _icl_gamma_of(h: Tensor, context: Tensor, y: Tensor, ridge: float) -> Tensor:
+def _icl_gamma_of(h: Tensor, context: Tensor, y: Tensor, ridge: float = 1e-8) -> Tensor:
+    """:func:`icl_optimal_gamma` from the prompts' :func:`_icl_features`."""
     k = h.shape[-1]
     phi = (context[..., :, None] * h[..., None, :]).flatten(-2).flatten(-3, -2)  # (..., B n, k^2)
     count = phi.shape[-2]
     gram = phi.mT @ phi / count
     rhs = phi.mT @ y.flatten(-2)[..., None] / count
-    return torch.linalg.solve(_regularized(gram, ridge), rhs).reshape(*h.shape[:-3], k, k)
+    return torch.linalg.solve(_regularized(gram, ridge), rhs).reshape(*context.shape[:-3], k, k)
 
 
 @checked
@@ -601,7 +603,7 @@ def run_gradient_descent(
             x, y = (drawn.x[0], drawn.y[0]) if init.ndim == 2 else (drawn.x, drawn.y)
             h, context = _icl_features(particles, x, y, k)  # one evaluation for Gamma and the loss
             with torch.no_grad():
-                best = _icl_gamma_of(h.detach(), context.detach(), y, 1e-8)
+                best = _icl_gamma_of(h, context, y)
             return _icl_loss_of(h, context, best, y).sum()
 
         def record_fast(particles):
