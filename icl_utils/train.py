@@ -542,6 +542,12 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def parallel_runs() -> int:
+    """How many runs :func:`train_parallel` trains at once on the CPU by default: one per core where it can fork
+    worker processes, else 1. A notebook that splits its runs over cells puts this many in each."""
+    return _workers(None, _cores())
+
+
 def _workers(requested: int | None, jobs: int) -> int:
     """Processes for ``jobs`` runs on the CPU: ``requested``, by default the cores (at most ``jobs``); 1 where
     ``fork`` is missing or CUDA is present (autograd's engine keeps a thread per device once a backward pass has

@@ -11,7 +11,7 @@ from icl_utils.prompts import Prompt
 from icl_utils.risk import mean_and_band, model_errors
 from icl_utils.tasks import LinearRegression
 from icl_utils.tasks.single_index import SingleIndexTasks
-from icl_utils.train import Curriculum, TrainConfig, TrainHistory, train, train_ensemble, train_parallel
+from icl_utils.train import Curriculum, TrainConfig, TrainHistory, parallel_runs, train, train_ensemble, train_parallel
 
 
 def small_model(d=3, n_context=7, **kw):
@@ -752,3 +752,15 @@ def test_a_curriculum_beyond_the_tasks_dimension_is_refused_before_training(gen)
             generator=gen,
             progress=False,
         )
+
+
+def test_parallel_runs_is_the_processes_train_parallel_starts(monkeypatch):
+    """A chapter that splits its runs over cells sizes them by this: the cores this process may use where it can
+    fork workers (and no CUDA is present), else one."""
+    import multiprocessing
+    import os
+
+    forks = "fork" in multiprocessing.get_all_start_methods() and not torch.cuda.is_available()
+    assert parallel_runs() == (len(os.sched_getaffinity(0)) if forks else 1)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # control: a GPU machine trains in this process
+    assert parallel_runs() == 1

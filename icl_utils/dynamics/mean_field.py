@@ -203,12 +203,18 @@ def static_loss(
     return _static_loss(particles, targets, x, k, ridge, centered)
 
 
+def _explained(cross: Tensor, cov: Tensor, ridge: float = 1e-8) -> Tensor:
+    """``Sigma_{o,mu}`` entrywise times ``Sigma_{o,mu} (Sigma_{mu,mu} + ridge)^-1`` (``(..., ko, k)``): summed over
+    its last axis, what the best linear readout from the student's features explains of each target."""
+    return cross * torch.linalg.solve(_regularized(cov, ridge), cross.mT).mT
+
+
 def _static_loss(
     particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: float = 1e-8, centered: bool = False
 ) -> Tensor:
     """:func:`static_loss` on checked arguments (the training loop's)."""
     targets, _, cross, cov = _moments(particles, targets, x, k, centered)
-    explained = (cross * torch.linalg.solve(_regularized(cov, ridge), cross.mT).mT).sum((-1, -2))
+    explained = _explained(cross, cov, ridge).sum((-1, -2))
     return targets.square().sum(-1).mean(-1) - explained
 
 
@@ -225,7 +231,7 @@ def _loss_gradient(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Ten
     """``g = dL/dh`` at the sample's inputs, ``(K, k)``, for one student's static loss (with the sample mean's 1/K)."""
     h = sigmoid_network(particles.detach(), x, k).requires_grad_(True)
     cross, cov = targets.mT @ h / len(x), h.mT @ h / len(x)
-    explained = (cross * torch.linalg.solve(_regularized(cov, 1e-8), cross.mT).mT).sum()
+    explained = _explained(cross, cov).sum()
     (g,) = torch.autograd.grad(-explained, h)  # E ||f||^2 does not depend on h
     return g
 
@@ -815,7 +821,7 @@ def readout_error(
     k = _student_k(particles, x)
     columns = g[:, None] if g.ndim == 1 else g
     targets, _, cross, cov = _moments(particles, columns, x, k, centered)
-    explained = (cross * torch.linalg.solve(_regularized(cov, 1e-8), cross.mT).mT).sum(-1)  # one per column
+    explained = _explained(cross, cov).sum(-1)  # one per column
     scale = columns.var(0, correction=0) if centered else columns.square().mean(0)
     errors = (targets.square().mean(-2) - explained) / scale
     return (errors[..., 0] if g.ndim == 1 else errors).detach().cpu().numpy()
