@@ -764,3 +764,19 @@ def test_parallel_runs_is_the_processes_train_parallel_starts(monkeypatch):
     assert parallel_runs() == (len(os.sched_getaffinity(0)) if forks else 1)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # control: a GPU machine trains in this process
     assert parallel_runs() == 1
+
+
+@pytest.mark.parametrize(
+    ("cores", "jobs", "workers"),
+    [(2, 1, 1), (2, 2, 2), (2, 3, 3), (2, 4, 2), (2, 5, 2), (4, 6, 6), (4, 8, 4), (1, 3, 1)],
+)
+def test_train_parallel_runs_uneven_jobs_at_once(monkeypatch, cores, jobs, workers):
+    """Jobs the cores do not divide run all at once (up to two per core), so that no core idles in a last round;
+    otherwise one per core. The control is the old rule, min(cores, jobs), which gives 2 for 3 jobs on 2 cores."""
+    from icl_utils import train as train_module
+
+    if "fork" not in __import__("multiprocessing").get_all_start_methods() or torch.cuda.is_available():
+        pytest.skip("train_parallel trains in this process here")
+    monkeypatch.setattr(train_module, "_cores", lambda: cores)
+    assert train_module._workers(None, jobs) == workers
+    assert train_module._workers(7, jobs) == 7  # a requested count is kept

@@ -393,3 +393,20 @@ def test_swapped_contexts_come_from_the_next_prompt_and_paired_errors_share_prom
     one = risk.paired_query_errors({"a": lambda p: p.y.mean(1)}, task, 6, 50, gen)["a"]
     gen.set_state(state)
     assert one.mean() == pytest.approx(risk.query_risk(lambda p: p.y.mean(1), task, 6, 50, gen)[0])
+
+
+@pytest.mark.parametrize(("tasks", "width"), [(7, 1), (40, 3), (300, 8)])
+def test_kronecker_gram_is_phi_transpose_phi(tasks, width):
+    """Stage 2's Gram matrix from the pair products equals ``phi^T phi`` for ``phi_t = vec(a_t f_t^T)`` written out,
+    to rounding. A Gram that ignored the pairs' order (``a_i a_j f_k f_l`` placed at ``(i, j), (k, l)``) fails it."""
+    from icl_utils.models.feature_attention import _kronecker_gram
+
+    g = torch.Generator().manual_seed(tasks)
+    a, f = (torch.randn(tasks, width, generator=g, dtype=torch.float64) for _ in range(2))
+    phi = (a[:, :, None] * f[:, None, :]).reshape(tasks, width * width)
+    torch.testing.assert_close(_kronecker_gram(a, f), phi.T @ phi, rtol=1e-12, atol=1e-12)
+    if width > 1:  # the control
+        wrong = (a[:, :, None] * a[:, None, :]).reshape(tasks, -1).T @ (f[:, :, None] * f[:, None, :]).reshape(
+            tasks, -1
+        )
+        assert not torch.allclose(wrong, phi.T @ phi)

@@ -88,7 +88,12 @@ def attention_loss(particles: Particles, gamma: Gamma, targets: Features, x: Inp
 
 def _attention_loss(particles: Tensor, gamma: Tensor, targets: Tensor, x: Tensor) -> Tensor:
     """:func:`attention_loss` on checked arguments (the training loop's)."""
-    _, h, cross, _ = _moments(particles, targets, x, gamma.shape[-1])
+    return _attention_loss_of(_moments(particles, targets, x, gamma.shape[-1]), gamma)
+
+
+def _attention_loss_of(moments: tuple[Tensor, Tensor, Tensor, Tensor], gamma: Tensor) -> Tensor:
+    """:func:`attention_loss` from the sample's :func:`_moments`."""
+    targets, h, cross, _ = moments
     return (targets - h @ (cross @ gamma).mT).square().sum(-1).mean(-1)
 
 
@@ -187,7 +192,12 @@ def near_singular(particles: Particles, x: Inputs, k: Count, ridge: Positive = 1
     its loss (smallest eigenvalue below ``1000 * ridge`` times the largest): the student's features are nearly
     collinear, as at a saddle where neurons coincide."""
     h = sigmoid_network(particles, x, k)
-    evals = torch.linalg.eigvalsh((h.mT @ h / x.shape[-2]).detach())
+    return _singular(h.mT @ h / x.shape[-2], ridge)
+
+
+def _singular(cov: Tensor, ridge: float = 1e-8) -> bool:
+    """:func:`near_singular` from the students' ``Sigma_{mu,mu}``."""
+    evals = torch.linalg.eigvalsh(cov.detach())
     return bool((evals[..., 0] < 1e3 * ridge * evals[..., -1].clamp(min=1e-30)).any())
 
 
@@ -213,7 +223,12 @@ def _static_loss(
     particles: Tensor, targets: Tensor, x: Tensor, k: int, ridge: float = 1e-8, centered: bool = False
 ) -> Tensor:
     """:func:`static_loss` on checked arguments (the training loop's)."""
-    targets, _, cross, cov = _moments(particles, targets, x, k, centered)
+    return _static_loss_of(_moments(particles, targets, x, k, centered), ridge)
+
+
+def _static_loss_of(moments: tuple[Tensor, Tensor, Tensor, Tensor], ridge: float = 1e-8) -> Tensor:
+    """:func:`static_loss` from the sample's :func:`_moments`."""
+    targets, _, cross, cov = moments
     explained = _explained(cross, cov, ridge).sum((-1, -2))
     return targets.square().sum(-1).mean(-1) - explained
 
@@ -582,9 +597,12 @@ def run_gradient_descent(
     options = dict(steps=steps, record_every=record_every, progress=progress, desc=desc)
     warned = False
 
-    def check_conditioning(particles: Tensor) -> None:
+    def evaluated(particles: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The evaluation sample's moments, checked for a nearly singular ``Sigma_{mu,mu}`` (warned once): a record
+        computes its loss and the check from one evaluation of the features."""
         nonlocal warned
-        if not warned and near_singular(particles, x_eval, k):
+        moments = _moments(particles, f_eval, x_eval, k)
+        if not warned and _singular(moments[3]):
             warned = True
             warnings.warn(
                 "Sigma_mu,mu is nearly singular: some student's features are nearly collinear; the inverse "
@@ -592,6 +610,7 @@ def run_gradient_descent(
                 RuntimeWarning,
                 stacklevel=3,
             )
+        return moments
 
     if gamma == "optimal" and model != "attention":
         raise ValueError("gamma='optimal' is for the attention model (the others have no Gamma of their own)")
@@ -613,8 +632,7 @@ def run_gradient_descent(
             return _icl_loss_of(h, context, best, y).sum()
 
         def record_fast(particles):
-            check_conditioning(particles)
-            return {"loss": _static_loss(particles, f_eval, x_eval, k)}
+            return {"loss": _static_loss_of(evaluated(particles))}
 
         particles, history = gradient_descent(
             fast_fn, init, lr=float(eta) * init.shape[-2], record=record_fast, **options
@@ -638,8 +656,7 @@ def run_gradient_descent(
             return _icl_loss(particles, gamma, drawn.x, drawn.y).sum()
 
         def record_attention(theta):
-            check_conditioning(theta["particles"])
-            return {"loss": _attention_loss(theta["particles"], theta["gamma"], f_eval, x_eval)}
+            return {"loss": _attention_loss_of(evaluated(theta["particles"]), theta["gamma"])}
 
         theta, history = gradient_descent(
             loss_fn,
@@ -658,9 +675,9 @@ def run_gradient_descent(
         return _static_loss(particles, f[0] if init.ndim == 2 else f, x[0] if init.ndim == 2 else x, k).sum()
 
     def record_static(particles):
-        check_conditioning(particles)
+        moments = evaluated(particles)
         extra = record(particles) if record is not None else {}
-        return {"loss": _static_loss(particles, f_eval, x_eval, k)} | dict(extra)
+        return {"loss": _static_loss_of(moments)} | dict(extra)
 
     hook = None
     if model == "modified":

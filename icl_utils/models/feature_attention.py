@@ -199,6 +199,19 @@ def _spd_solve(gram: Tensor, ridge: float, rhs: Tensor) -> Tensor:
     raise ValueError(f"the ridge system is not numerically positive definite; raise lam (got {ridge:g} after scaling)")
 
 
+def _kronecker_gram(a: Tensor, f: Tensor) -> Tensor:
+    """``phi^T phi`` for the rows ``phi_t = vec(a_t f_t^T)`` (``a``, ``f`` of shape ``(T, m)``), shape
+    ``(m^2, m^2)``. Its entry ``((i, k), (j, l))`` is ``sum_t a_ti a_tj f_tk f_tl``, which depends on the pairs
+    ``{i, j}`` and ``{k, l}`` only: one product of the ``m (m + 1) / 2`` pair products of ``a`` with those of ``f``
+    gives every entry with 3.8 times fewer operations than ``phi^T phi`` at ``m = 32``."""
+    m = a.shape[1]
+    i, j = torch.triu_indices(m, m, device=a.device)
+    pairs = (a[:, i] * a[:, j]).T @ (f[:, i] * f[:, j])
+    index = torch.empty(m, m, dtype=torch.long, device=a.device)
+    index[i, j] = index[j, i] = torch.arange(i.numel(), device=a.device)
+    return pairs[index[:, None, :, None], index[None, :, None, :]].reshape(m * m, m * m)
+
+
 @checked
 def fit_attention_ridge(
     model: AttentionOnFeatures, task: Task, *, n_tasks: Count, n: Count, lam: Positive, generator: torch.Generator
@@ -241,8 +254,8 @@ def fit_gamma(model: AttentionOnFeatures, prompt: Prompt, *, lam: Positive) -> N
                 raise ValueError(f"{name} of the stage-2 prompts are not finite: check the model's weights")
         # A Gram matrix plus a ridge: symmetric positive definite, solved by Cholesky (see _spd_solve).
         if m * m <= n_tasks:
-            phi = (a[:, :, None] * f[:, None, :]).reshape(n_tasks, m * m)
-            system, rhs = phi.T @ phi / n_tasks, phi.T @ y / n_tasks
+            system = _kronecker_gram(a, f) / n_tasks
+            rhs = ((a * y[:, None]).T @ f).reshape(m * m) / n_tasks
             gamma = _spd_solve(system, lam, rhs).reshape(m, m)
         else:
             alpha = _spd_solve((a @ a.T) * (f @ f.T), n_tasks * lam, y)
