@@ -253,6 +253,7 @@ class Ledger:
     _repr_markdown_ = table
 
 
+@checked
 def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -> Path:
     """Write ``data`` as JSON to ``path`` atomically: serialized first (a value JSON cannot hold fails before the
     disk is touched), written to a temporary file in the same folder, flushed to the disk, then renamed over
@@ -263,7 +264,10 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
     no longer run (a killed run's: SIGKILL skips any cleanup) are removed, never a live writer's. Of concurrent
     writes the last rename wins, whole."""
     path = Path(path)
-    text = json.dumps(data, indent=2, allow_nan=allow_nan) + "\n"
+    try:
+        text = json.dumps(data, indent=2, allow_nan=allow_nan) + "\n"
+    except (ValueError, TypeError) as err:  # a NaN with allow_nan=False, a value JSON has no type for
+        raise type(err)(f"data must hold only what JSON holds (no NaN with allow_nan=False): {err}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
     # ".name.<pid>.<random>.tmp" (or ".name.<random>.tmp", from before pids): a file named "name.x" has its own
     mine = re.compile(rf"\.{re.escape(path.name)}\.(?:(\d+)\.)?\w+\.tmp")

@@ -96,6 +96,8 @@ T = TypeVar("T")
 
 def prompts_per_chunk(values_per_prompt: int) -> int:
     """How many prompts of ``values_per_prompt`` values each fill one chunk of :data:`CHUNK_ELEMENTS` (at least one)."""
+    if isinstance(values_per_prompt, bool) or not isinstance(values_per_prompt, numbers.Integral):
+        raise TypeError(f"values_per_prompt must be an int, got {type(values_per_prompt).__name__}")
     return max(1, CHUNK_ELEMENTS // max(1, values_per_prompt))
 
 

@@ -29,6 +29,7 @@ from beartype import BeartypeConf, beartype
 from beartype.door import is_bearable
 from beartype.vale import Is
 from jaxtyping import AbstractArray, Float, TypeCheckError, jaxtyped
+from jaxtyping._storage import get_shape_memo, pop_shape_memo, push_shape_memo  # jaxtyping's own axis bindings
 from torch import Tensor
 
 from icl_utils import config
@@ -303,15 +304,30 @@ def _axis_names(hint: object) -> set[str]:
     return set().union(*(_axis_names(a) for a in typing.get_args(hint)))
 
 
-def _fixed_axes(err: TypeCheckError, name: str, arguments: dict, fn: Callable) -> list[tuple[str, str]]:
-    """The sizes, from jaxtyping's memo in ``err``, of the axes of argument ``name``'s annotation that the
-    arguments checked before it fixed: neither the axes the failing argument bound itself before its check failed,
-    nor those of arguments it shares no axis with. A variadic axis's sizes read as a tuple, ``S=(2,)``."""
+def _arrays(hint: object) -> list[type]:
+    """The array types in ``hint`` (in a union or under Annotated too)."""
+    if isinstance(hint, type) and issubclass(hint, AbstractArray):
+        return [hint]
+    return [a for arg in typing.get_args(hint) for a in _arrays(arg)]
+
+
+def _fixed_axes(name: str, arguments: dict, fn: Callable) -> list[tuple[str, str, str]]:
+    """The axes of argument ``name``'s annotation that the arguments before it fixed, each as (axis, size, the
+    argument that fixed it), bound again as jaxtyping binds them: its error's own record of them loses those that
+    an argument bound through the second type of a union (``Float[Tensor, " K"] | Float[Tensor, "K J"]``). A
+    variadic axis's sizes read as a tuple, ``S=(2,)``."""
     hints = typing.get_type_hints(fn, include_extras=True)
-    before = set().union(*(_axis_names(hints.get(a)) for a in itertools.takewhile(lambda a: a != name, arguments)))
-    memo = re.findall(r"^(\w+)=(.+)$", str(err).split("axis annotation are as follows.")[-1], re.M)
-    sizes = {k: v if v.isdigit() else str(tuple(int(s) for s in re.findall(r"\d+", v))) for k, v in memo}
-    return [(k, v) for k, v in sizes.items() if k in before & _axis_names(hints[name])]
+    wanted, fixed = _axis_names(hints[name]), {}
+    push_shape_memo(arguments)
+    try:
+        for arg in itertools.takewhile(lambda a: a != name, arguments):
+            any(isinstance(arguments[arg], option) for option in _arrays(hints.get(arg)))  # binds the axes
+            single, variadic = get_shape_memo()[:2]
+            bound = {**single, **{k: tuple(shape) for k, (_, shape) in variadic.items()}}
+            fixed.update({k: (k, str(v), arg) for k, v in bound.items() if k in wanted and k not in fixed})
+    finally:
+        pop_shape_memo()
+    return list(fixed.values())
 
 
 def checked(fn: F) -> F:
@@ -342,8 +358,9 @@ def checked(fn: F) -> F:
             name = found.group(1)
             arguments = signature.bind(*args, **kwargs).arguments
             error = refusal(name, typing.get_type_hints(fn, include_extras=True)[name], arguments[name], arguments)
-            if isinstance(arguments[name], (Tensor, np.ndarray)) and (axes := _fixed_axes(err, name, arguments, fn)):
-                error.args = (f"{error.args[0]} (axes so far: {', '.join(f'{k}={v}' for k, v in axes)})",)
+            if isinstance(arguments[name], (Tensor, np.ndarray)) and (axes := _fixed_axes(name, arguments, fn)):
+                said = ", ".join(f"{k}={v} from {arg}" for k, v, arg in axes)
+                error.args = (f"{error.args[0]} (axes so far: {said})",)
             raise error from None
 
     return call

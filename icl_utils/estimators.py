@@ -93,7 +93,9 @@ def bayes_linear_regression(
 
 @checked
 def discrete_posterior_mean(
-    prompt: Prompt, pool: Annotated[Float[Tensor, "M {prompt.dim}"], checks.Finite], noise_var: Positive
+    prompt: Prompt,
+    pool: Annotated[Float[Tensor, "M {prompt.dim}"], checks.NonEmpty, checks.Finite],
+    noise_var: Positive,
 ) -> Tensor:
     """The Bayes posterior mean when the task's weights are uniform on a finite pool ``pool`` (shape ``(M, d)``)
     and the noise is Gaussian with variance ``noise_var``: the pool members are weighted by their likelihood on the

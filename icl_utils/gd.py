@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from jaxtyping import Real
 from torch import Tensor
 
 from icl_utils import checks
@@ -22,19 +23,24 @@ from icl_utils.config import progress_bar
 StepSizes = Positive | mapping_of(Positive, "numbers > 0 and finite", keys="block names")
 
 Params = Tensor | dict[str, Tensor]
+#: what a history records: a numpy array (steps first) per name
+Records = mapping_of(np.ndarray, "numpy arrays", keys="record names", empty=True)
 
 
+@checked
 @dataclass
 class GDHistory:
     """What :func:`gradient_descent` recorded: the steps, and one array per recorded quantity (steps first).
     ``runs`` is the number of independent runs descended together, whose axis follows the steps' in every record
     (``None`` for a single run)."""
 
-    steps: np.ndarray
-    records: dict[str, np.ndarray]
+    steps: Real[np.ndarray, " T"]
+    records: Records
     runs: int | None = None
 
     def __post_init__(self):
+        if bad := {k: v.shape for k, v in self.records.items() if v.ndim == 0 or len(v) != len(self.steps)}:
+            raise ValueError(f"records must hold one row per step ({len(self.steps)} steps), got shapes {bad}")
         if self.runs is not None:
             self.runs = checks.positive_int("runs", self.runs)
             bad = {k: v.shape for k, v in self.records.items() if v.ndim < 2 or v.shape[1] != self.runs}

@@ -14,6 +14,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from beartype.vale import Is
 from jaxtyping import Float
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure, FigureBase
@@ -82,20 +83,26 @@ METHOD_LINESTYLES = {"#6f6f6f": "-.", "#a8a8a8": ":"}
 SERIES_MAP = "viridis"
 
 
+Colour = declare(str, matplotlib.colors.is_color_like, "a matplotlib colour (a name or '#rrggbb')")
+
+
+@checked
 def method_color(label: str) -> str | None:
     """The colour of the method that ``label`` names (see :data:`METHODS`), or None when it names none."""
     text = label.lower()
     return next((color for phrase, color in METHODS if phrase in text), None)
 
 
-def shade(color: str, i: int, n: int) -> str:
+@checked
+def shade(color: Colour, i: Size, n: Count) -> str:
     """The ``i``-th of ``n`` shades of ``color``, from the colour itself to a mix with 45% white."""
     rgb = np.asarray(matplotlib.colors.to_rgb(color))
     t = 0.45 * i / max(n - 1, 1)
     return matplotlib.colors.to_hex((1 - t) * rgb + t)
 
 
-def series_colors(n: int) -> list[str]:
+@checked
+def series_colors(n: Size) -> list[str]:
     """``n`` colours of :data:`SERIES_MAP` for series that are not methods, dark to light."""
     stops = np.linspace(0.0, 0.75, n) if n > 1 else np.zeros(n)
     return [matplotlib.colors.to_hex(c) for c in plt.get_cmap(SERIES_MAP)(stops)]
@@ -105,7 +112,8 @@ def series_colors(n: int) -> list[str]:
 PALETTE = tuple(series_colors(6))
 
 
-def colors_for(labels: Sequence[str]) -> list[str]:
+@checked
+def colors_for(labels: Sequence) -> list[str]:
     """The colour of each series of one axes, by its label: a method's colour (see :data:`METHODS`; shades of it
     when it recurs, see :func:`recurrences`), and for the other series :func:`series_colors` in order."""
     methods = [method_color(str(label)) for label in labels]
@@ -120,12 +128,14 @@ def colors_for(labels: Sequence[str]) -> list[str]:
 RECURRING_STYLES = ("-", "--", ":", "-.")
 
 
-def recurrences(labels: Sequence[str]) -> list[int]:
+@checked
+def recurrences(labels: Sequence) -> list[int]:
     """For each label, how many earlier labels of one axes name the same method (0 for a series that is not one)."""
     methods = [method_color(str(label)) for label in labels]
     return [0 if m is None else methods[:i].count(m) for i, m in enumerate(methods)]
 
 
+@checked
 def method_style(label: str) -> dict:
     """Plot keywords for the series ``label``: its method's colour and line style, or nothing."""
     color = method_color(label)
@@ -199,9 +209,10 @@ ErrorCurves = mapping_of(
 Trainings = mapping_of(TrainHistory, "icl_utils.TrainHistory")
 Descents = mapping_of(GDHistory, "icl_utils.GDHistory")
 # (the tags keep the declarations apart: each has its own words)
+_ORDERED = Is[lambda v: v[0] < v[1]]
 Size2 = describe(Annotated[tuple[Positive, Positive], "size"], "a tuple", "a pair (width, height) of numbers > 0")
-Limits = describe(Annotated[tuple[Real, Real], "limits"], "a tuple", "a pair (bottom, top) of finite numbers")
-LogLimits = describe(Annotated[tuple[Positive, Positive], "log"], "a tuple", "a pair (bottom, top) of numbers > 0")
+Limits = describe(Annotated[tuple[Real, Real], _ORDERED], "a tuple", "a pair (bottom < top) of finite numbers")
+LogLimits = describe(Annotated[tuple[Positive, Positive], _ORDERED], "a tuple", "a pair (bottom < top) of numbers > 0")
 
 
 def _curve(name: str, value: object, *shapes: tuple, finite: bool = True, log: bool = False) -> np.ndarray:
@@ -368,9 +379,12 @@ def _ticks_chosen(axis) -> bool:
     return isinstance(axis.get_major_locator(), FixedLocator) or isinstance(axis.get_major_formatter(), FixedFormatter)
 
 
-def plain_log_ticks(low: float, high: float) -> list[float]:
+@checked
+def plain_log_ticks(low: Positive, high: Positive) -> list[float]:
     """Ticks for a log axis showing ``[low, high]``, at least three: powers of ten over more than two and a half
     decades, else 1, 2 and 5 times them, else finer steps, else evenly spaced numbers; at most eight."""
+    if high < low:
+        raise ValueError(f"high must be >= low, got low={low} and high={high}")
     decades = np.arange(np.floor(np.log10(low)), np.ceil(np.log10(high)) + 1)
     for subs in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 8)):
         if subs == (1,) and np.log10(high / low) <= 2.5:
@@ -411,6 +425,7 @@ def _legends(fig: FigureBase) -> list:
     return [leg for leg in [*(ax.get_legend() for ax in fig.axes), *fig.legends] if leg is not None]
 
 
+@checked
 def tidy(fig: FigureBase) -> FigureBase:
     """Finish ``fig`` in the house style: each log axis labelled at plain numbers (at least three labels), and
     each legend of an axes moved off the data: to the first place inside the axes where it covers none
@@ -463,6 +478,7 @@ def _handle_color(handle):
     return None
 
 
+@checked
 def off_style(fig: FigureBase, *, draw: bool = True) -> list[str]:
     """What breaks the house style in ``fig``: a legend that covers data (a line, a marker, a bar), a legend entry
     naming a method of :data:`METHODS` in another colour than the method's (or a shade of it), a log axis with

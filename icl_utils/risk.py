@@ -42,6 +42,7 @@ from icl_utils.checks import (
     Task,
     checked,
     mapping_of,
+    sequence_of,
 )
 from icl_utils.estimators import ridge
 from icl_utils.exact import attention_risk
@@ -52,6 +53,7 @@ from icl_utils.tasks.pool import PromptPool
 
 Estimator = Callable[[Prompt], Tensor]
 Predictors = mapping_of(Callable, "estimators")
+ContextLengths = sequence_of(Size, "context lengths (ints >= 0)", base=Sequence | np.ndarray)
 
 
 def _scored(preds: object, prompt: Prompt, *, query_only: bool) -> Tensor:
@@ -161,19 +163,19 @@ def query_risk(
     return mean, math.sqrt(max(total_sq / n_prompts - mean * mean, 0.0) / (n_prompts - 1))
 
 
-def _log_log(ns: Sequence[float], risks: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _log_log(ns: Sequence[float], risks: Sequence[float], said: str = "ns and risks") -> tuple[np.ndarray, np.ndarray]:
     """``(log n, log risk)`` of a curve, checked: two sequences of one length (at least 2), positive and finite,
-    with at least two distinct ``n`` (a slope needs them)."""
+    with at least two distinct ``n`` (a slope needs them); ``said`` names the two in the errors."""
     try:
         ns, risks = np.asarray(ns, dtype=float), np.asarray(risks, dtype=float)
     except (TypeError, ValueError) as err:
-        raise TypeError("ns and risks must be sequences of numbers") from err
+        raise TypeError(f"{said} must be sequences of numbers") from err
     if ns.shape != risks.shape or ns.ndim != 1 or len(ns) < 2:
-        raise ValueError("ns and risks must be sequences of the same length, at least 2")
+        raise ValueError(f"{said} must be sequences of the same length, at least 2")
     if not (np.isfinite(ns).all() and np.isfinite(risks).all() and (ns > 0).all() and (risks > 0).all()):
-        raise ValueError("ns and risks must be positive and finite")
+        raise ValueError(f"{said} must be positive and finite")
     if len(np.unique(ns)) < 2:
-        raise ValueError(f"ns must hold at least two distinct values to fit a slope, got {ns.tolist()}")
+        raise ValueError(f"{said.split()[0]} must hold at least two distinct values to fit a slope, got {ns.tolist()}")
     return np.log(ns), np.log(risks)
 
 
@@ -191,14 +193,14 @@ def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
     ys = np.asarray(ys, dtype=float)
     if ys.ndim != 2 or ys.shape[0] != len(xs) or ys.shape[1] == 0:
         raise ValueError(f"ys must have shape (len(xs), S) = ({len(xs)}, S) with S >= 1, got {ys.shape}")
-    return np.array([fit_slope(xs, ys[:, r]) for r in range(ys.shape[1])])
+    return np.array([float(np.polyfit(*_log_log(xs, ys[:, r], "xs and ys"), 1)[0]) for r in range(ys.shape[1])])
 
 
 @checked
 def query_risk_curves(
     predictors: Predictors,
     task: Task,
-    ns: Sequence[int] | np.ndarray,
+    ns: ContextLengths,
     n_prompts: Samples,
     generator: torch.Generator,
     chunk_size: Count | None = None,
@@ -317,7 +319,7 @@ class RiskTerms:
 
 
 @checked
-def examples_needed(floor: object, spread: object, level: checks.Real) -> float | np.ndarray:
+def examples_needed(floor: float | np.ndarray, spread: float | np.ndarray, level: checks.Real) -> float | np.ndarray:
     """The context length ``n = spread / (level - floor)`` at which ``floor + spread / n = level``, elementwise over
     ``floor`` and ``spread`` (numbers or arrays of one shape, e.g. one per pretraining run); ``inf`` where ``level``
     is at or below the floor. A NaN or a negative spread (a variance term) is refused: it would read as a sample
@@ -428,11 +430,14 @@ def examples_to_reach(ns: Sequence[float] | np.ndarray, risks: Sequence[float] |
 #: bootstrap resamples: 10 at least for an interval, at most config.MAX_REPS
 Resamples = Annotated[int, Is[lambda v: not isinstance(v, bool) and 10 <= v <= config.MAX_REPS]]
 checks.describe(Resamples, "an int", f"in [10, {config.MAX_REPS:.0e}] (config.MAX_REPS)")
+Groups = sequence_of(
+    lambda g: np.ndim(g) >= 1 and len(g) >= 2, "arrays of at least 2 replicates along their first axis"
+)
 
 
 @checked
 def bootstrap_interval(
-    statistic: Callable[..., float], groups: Sequence, *, reps: Resamples = 1000, level: Fraction = 0.9, seed: Size = 0
+    statistic: Callable[..., float], groups: Groups, *, reps: Resamples = 1000, level: Fraction = 0.9, seed: Size = 0
 ) -> tuple[float, float, float]:
     """``statistic(*groups)`` and its bootstrap interval: each group (an array of independent replicates along its
     first axis: seeds, prompts) is resampled with replacement, independently of the others, ``reps`` times; returns
@@ -440,8 +445,6 @@ def bootstrap_interval(
     order statistics like any other; if one resample's statistic is nan (it cannot be computed), the interval is
     ``(nan, nan)``, which no claim passes."""
     groups = [np.asarray(g) for g in groups]
-    if any(g.ndim < 1 or g.shape[0] < 2 for g in groups):
-        raise ValueError("every group must hold at least 2 replicates along its first axis")
     rng = np.random.default_rng(seed)
     draws = np.array([statistic(*_resample(groups, rng)) for _ in range(reps)], dtype=float)
     if np.isnan(draws).any():

@@ -24,12 +24,13 @@ from typing import Literal
 
 import numpy as np
 import torch
+from jaxtyping import Real
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from icl_utils import checks
-from icl_utils.checks import Count, Positive, Size, Steps, Task, checked, sequence_of
+from icl_utils.checks import Count, NonNegative, Positive, Size, Steps, Task, checked, sequence_of
 from icl_utils.config import make_generator, progress_bar
 from icl_utils.exact import AttentionMoments, profiled_attention_risk
 from icl_utils.models.feature_attention import AttentionOnFeatures
@@ -110,13 +111,18 @@ class TrainConfig:
         return min((step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(step, self.steps) / self.steps)))
 
 
+#: per-step losses: one per step, or one per step and model trained together
+Losses = Real[np.ndarray, "T *S"]
+
+
+@checked
 @dataclass
 class TrainHistory:
     """Per-step training losses (mean squared error; shape ``(steps,)``, or ``(steps, S)`` for ``S`` models trained
     together) and the wall-clock time."""
 
-    losses: np.ndarray
-    seconds: float
+    losses: Losses
+    seconds: NonNegative
 
     @checked
     def smoothed(self, window: Count = 50) -> np.ndarray:
@@ -154,7 +160,7 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
     prompts per model, all from ``tasks[0]`` or, given one task per model, block ``s`` from ``tasks[s]``."""
     dev = generator.device
     if len(tasks) not in (1, len(models)):
-        raise ValueError(f"give one task, or one per model ({len(models)}), not {len(tasks)}")
+        raise ValueError(f"task must be one task, or one per model ({len(models)}), not {len(tasks)}")
     if len({task.dim for task in tasks}) > 1:
         raise ValueError(f"the tasks must share one dimension, got {[task.dim for task in tasks]}")
     curriculum = config.curriculum
@@ -177,6 +183,10 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
         raise ValueError(f"cuda_graph=True needs a CUDA device, but the generator samples on {dev}")
     graph = dev.type == "cuda" if config.cuda_graph is None else config.cuda_graph
     batch = config.batch_size
+    most = config.n_context if curriculum is None else max(curriculum.n_context)
+    checks.allocation(
+        "config.batch_size * models * (n_context + 1) * dim", batch * len(models) * (most + 1) * tasks[0].dim
+    )
 
     def draw(step: int) -> Prompt:
         if curriculum is None:
@@ -617,7 +627,7 @@ def train_parallel(
     models = list(models)
     tasks = list(task) if isinstance(task, (list, tuple)) else [task] * len(models)
     if len(tasks) != len(models):
-        raise ValueError(f"give one task, or one per model ({len(models)}), not {len(tasks)}")
+        raise ValueError(f"task must be one task, or one per model ({len(models)}), not {len(tasks)}")
     seeds = [int(s) for s in seeds]
     if len(seeds) != len(models):
         raise ValueError(f"seeds must hold one seed per model ({len(models)}), got {len(seeds)}")

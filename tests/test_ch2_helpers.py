@@ -189,12 +189,16 @@ def test_readout_error_of_a_readable_and_an_unreadable_task(problem):
     assert mf.readout_error(init, ones, x) > 1e-3  # no free constant: a constant is read only through the features
     noise = torch.randn(len(x), generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     assert 0.9 < mf.readout_error(init, noise, x) <= 1.0  # independent of x: nothing to read out
-    with pytest.raises(ValueError, match=r"x must be a float tensor of shape \(\*#S, K, d\).*K=511"):
+    with pytest.raises(ValueError, match=r"x must be a float tensor of shape \(\*#S, K, d\).*K=511 from g"):
         mf.readout_error(init, noise[:-1], x)
     columns = torch.stack([ones, noise], 1)  # one evaluation of the features for both tasks
-    for centered in (False, True):
-        each = [mf.readout_error(init, g, x, centered) for g in (ones, noise)]
-        np.testing.assert_allclose(mf.readout_error(init, columns, x, centered), np.stack(each, -1), rtol=1e-12)
+    shifted = ones + x[:, 0]  # a constant's centered error is refused (relative to Var g = 0)
+    for centered, tasks in ((False, (ones, noise)), (True, (shifted, noise))):
+        each = [mf.readout_error(init, g, x, centered) for g in tasks]
+        both = mf.readout_error(init, torch.stack(tasks, 1), x, centered)
+        np.testing.assert_allclose(both, np.stack(each, -1), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"g must not be constant .* column\(s\) \[0\] are"):
+        mf.readout_error(init, columns, x, centered=True)
     students = (init, 0.5 * init)  # two networks, stacked (S, M, p): one value per student and column
     errors = mf.readout_error(torch.stack(students), columns, x)
     expected = [[mf.readout_error(p, g, x) for g in (ones, noise)] for p in students]

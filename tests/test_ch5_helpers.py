@@ -22,7 +22,7 @@ def test_convergence_steps_by_hand():
     assert t.dtype == float
     np.testing.assert_array_equal(t, [5.0, 15.0, np.inf])
     with pytest.raises(
-        ValueError, match=r"loss_k must be a real numpy array of shape \(T, \*K\), .* \(axes so far: T=4\)"
+        ValueError, match=r"loss_k must be a real numpy array of shape \(T, \*K\), .* \(axes so far: T=4 from steps\)"
     ):
         sa.convergence_steps(steps, loss_k[:3], 0.01)
     with pytest.raises(ValueError, match="eps"):
@@ -76,7 +76,9 @@ def test_phase_boundaries_rejects_a_feature_that_is_not_under_represented(featur
 
 
 def test_phase_boundaries_rejects_mismatched_shapes():
-    with pytest.raises(ValueError, match=r"loss_k must be a real numpy array of shape \(T, K\), .* T=3, K=3"):
+    with pytest.raises(
+        ValueError, match=r"loss_k must be a real numpy array of shape \(T, K\), .* T=3 from steps, K=3 from w"
+    ):
         sa.phase_boundaries(np.arange(3), np.zeros((3, 3, 3)), np.zeros((3, 4)), feature=1, eps=0.01)
 
 
@@ -203,7 +205,8 @@ def test_bad_inputs_get_named_errors(gen):
     with pytest.raises(ValueError, match="coords"):
         sa.empirical_loss(w, counts, torch.tensor([0]), torch.zeros(2))
     with pytest.raises(
-        ValueError, match=r"n_features must be a real numpy array of shape \(\) or .* \(axes so far: T=\(2, 2\)\)"
+        ValueError,
+        match=r"n_features must be a real numpy array of shape \(\) or .* \(axes so far: T=\(2, 2\) from times\)",
     ):
         sa.fit_bound(np.ones((2, 2)), np.array([4.0, 8.0]), 0.01, 1.0)
     with pytest.raises(ValueError, match="n_features"):

@@ -39,7 +39,7 @@ def test_errors_name_the_argument_the_constraint_and_the_value():
     with pytest.raises(TypeError, match=r"^k must be an int, got float$"):
         _f(x, torch.zeros(2), k=2.5)
     with pytest.raises(
-        ValueError, match=r"w must be a float tensor of shape \(d,\), got .*\(3,\) \(axes so far: d=2\)$"
+        ValueError, match=r"w must be a float tensor of shape \(d,\), got .*\(3,\) \(axes so far: d=2 from x\)$"
     ):
         _f(x, torch.zeros(3))
     with pytest.raises(ValueError, match="x must be a float tensor"):  # integer and complex tensors are refused
@@ -58,7 +58,7 @@ def test_the_axes_so_far_are_those_the_other_arguments_fixed_for_the_failing_one
     it shares none with (a's n for c); a variadic axis as a tuple."""
     with pytest.raises(ValueError, match=r"^b must be a float tensor of shape \(K, K\), got [^(]*\(2, 3\)$"):
         _g(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2))
-    with pytest.raises(ValueError, match=r"c must be .* shape \(3,\) \(axes so far: B=2\)$"):
+    with pytest.raises(ValueError, match=r"c must be .* shape \(3,\) \(axes so far: B=2 from a\)$"):
         _g(torch.zeros(2, 3), torch.zeros(4, 4), torch.zeros(3))
 
 

@@ -163,7 +163,8 @@ def test_descent_rotation_gives_the_steepest_mixture_slope(sample):
     assert all(slope(best) <= slope(r) + 1e-6 for r in others)
     assert slope(best.T) > slope(best) + 1e-3  # a wrong polar factor (transposed) is not the steepest
     with pytest.raises(
-        ValueError, match=r"x must be a float tensor of shape \(K, p-k-1\), .* \(axes so far: p=10, K=4096, k=4\)"
+        ValueError,
+        match=r"x must be a float tensor of shape \(K, p-k-1\), .* \(axes so far: p=10 from student, K=4096 .*k=4",
     ):
         descent_rotation(student, torch.cat([f, f[:, :1]], 1), x)
 

@@ -21,9 +21,11 @@ from icl_utils.dynamics import softmax_attention as sa
 from icl_utils.estimators import kernel_ridge_fit, two_layer_network_fit
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.models import LTB, FeatureAttention, GDBeta, GDPlusPlus, GPTConfig, ICLTransformer, MLPAttention
+from icl_utils.models.base import evaluating
 from icl_utils.models.feature_attention import (
     FixedFeatureAttention,
     fit_attention_ridge,
+    fit_gamma,
     one_step_feature_update,
     stage_one_gradients,
 )
@@ -41,7 +43,7 @@ from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
 from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
 from icl_utils.tasks.pool import PromptPool
 from icl_utils.tasks.single_index import SingleIndexTasks, hermite, principal_angles, projection_mass
-from icl_utils.train import Curriculum, TrainConfig, train, train_ensemble, train_parallel
+from icl_utils.train import Curriculum, TrainConfig, TrainHistory, train, train_ensemble, train_parallel
 
 NAN, INF = float("nan"), float("inf")
 
@@ -637,7 +639,7 @@ case(
 )
 case(
     "train_ensemble three tasks for two models",
-    "give one task, or one per model",
+    "task must be one task, or one per model",
     lambda: train_ensemble([LTB(2), LTB(2)], [LR, LR, LR], cfg(), generator=gen(), progress=False),
 )
 case(
@@ -1134,7 +1136,7 @@ case(
 )
 case(
     "mf.attention_loss gamma of another number of students",  # the sizes particles fixed, not gamma's own k
-    r"gamma must be a float tensor of shape \(\*#S, k, k\), got .* \(3, 1, 1\) \(axes so far: S=\(2,\)\)$",
+    r"gamma must be a float tensor of shape \(\*#S, k, k\), got .* \(3, 1, 1\) \(axes so far: S=\(2,\) from [a-z]+\)$",
     lambda: mf.attention_loss(torch.zeros(2, 5, 4), torch.zeros(3, 1, 1), torch.zeros(7, 1), torch.zeros(7, 2)),
 )
 case(
@@ -1146,12 +1148,12 @@ case(
 )
 case(
     "mf.descent_rotation targets of another k",  # the student's k = p - d - 1 = 1 here
-    r"x must be a float tensor of shape \(K, p-k-1\), got .* \(3, 2\) \(axes so far: p=4, K=3, k=2\)$",
+    r"x must be .* \(K, p-k-1\), got .* \(3, 2\) \(axes so far: p=4 from student, K=3 .* k=2 from targets\)$",
     lambda: mf.descent_rotation(torch.zeros(4, 4), torch.zeros(3, 2), torch.zeros(3, 2)),
 )
 case(
     "mf.path_losses a rotation of another k",  # was a silent number: the mixture split the student at the wrong k
-    r"x must be a float tensor of shape \(K, p-k-1\), got .* \(5, 2\) \(axes so far: p=4, k=2, K=5\)$",
+    r"x must be .* \(K, p-k-1\), got .* \(5, 2\) \(axes so far: p=4 .* k=2 from rotation, K=5 from targets\)$",
     lambda: mf.path_losses(
         torch.zeros(4, 4), torch.zeros(3, 4), torch.eye(2), [0.0, 0.5], torch.zeros(5, 1), torch.zeros(5, 2)
     ),
@@ -1638,6 +1640,173 @@ case(
 case("claims.overview ledgers None", "ledgers must be a mapping", lambda: claims.overview(["00_x"], None))
 case("claims.table of None", "claims must be a sequence", lambda: claims.table(None))
 case("claims.load folder 3", "folder must be", lambda: claims.load(3))
+
+
+# issue 46, a fresh campaign: each row was silent (a NaN, a wrong or empty result), a deep error (torch's, an
+# AttributeError) or an error that did not name the argument before
+case(
+    "mf.readout_error 2-D g of another K",  # named x alone: the union of g's shapes lost K's record
+    r"x must be .* \(axes so far: S=\(\) from particles, K=9 from g\)$",
+    lambda: mf.readout_error(torch.zeros(4, 4), torch.ones(9, 2), torch.zeros(10, 2)),
+)
+case(
+    "mf.static_loss targets of another K",
+    "K=9 from targets",
+    lambda: mf.static_loss(torch.zeros(4, 4), torch.ones(9, 1), torch.zeros(10, 2), 1),
+)
+case(
+    "mf.readout_error centered constant g",  # was NaN
+    r"g must not be constant over the K inputs \(Var g = 0, centered=True\)$",
+    lambda: mf.readout_error(torch.randn(4, 4, generator=gen()), torch.full((10,), 0.1), torch.randn(10, 2), True),
+)
+case(
+    "mf.readout_error centered constant column",  # was NaN in that column
+    r"g must not be constant .* but its column\(s\) \[0\] are",
+    lambda: mf.readout_error(
+        torch.randn(4, 4, generator=gen()),
+        torch.stack([torch.ones(10), torch.arange(10.0)], 1),
+        torch.randn(10, 2),
+        True,
+    ),
+)
+case(
+    "mf.readout_error g zero",  # was NaN
+    r"g must not be 0 at every input",
+    lambda: mf.readout_error(torch.randn(4, 4, generator=gen()), torch.zeros(10), torch.randn(10, 2)),
+)
+case(
+    "mf.attention_loss gamma of another k",  # named x, as sigmoid_network's
+    r"x must be .* \(\*#S, K, p-k-1\).* k=2 from gamma",
+    lambda: mf.attention_loss(torch.zeros(4, 4), torch.eye(2), torch.zeros(10, 1), torch.zeros(10, 2)),
+)
+case(
+    "mf.icl_loss gamma of another k",
+    "k=2 from gamma",
+    lambda: mf.icl_loss(torch.zeros(4, 4), torch.eye(2), torch.zeros(3, 5, 2), torch.zeros(3, 5)),
+)
+case(
+    "mf.critical_point NaN init",  # was torch's RuntimeError inside L-BFGS
+    "init must be .* with finite values",
+    lambda: mf.critical_point(torch.full((4, 4), NAN), torch.zeros(3, 1), torch.zeros(3, 2)),
+)
+case(
+    "sa.population_loss NaN probs",  # was a NaN loss
+    "probs must be .* with finite values",
+    lambda: sa.population_loss(torch.eye(2), torch.ones(4, 2), torch.tensor([NAN, 0.5])),
+)
+case(
+    "sa.run_empirical_gradient_descent n_prompts 1e12",  # named the sampler's batch
+    "n_prompts",
+    lambda: sa.run_empirical_gradient_descent(
+        DiscreteFeatures(dim=3, probs=torch.tensor([0.5, 0.5])),
+        10**12,
+        4,
+        steps=2,
+        lr=0.1,
+        n_samples=8,
+        generator=gen(),
+    ),
+)
+case(
+    "fit_attention_ridge n_tasks 1e12",  # named the sampler's batch
+    "n_tasks",
+    lambda: fit_attention_ridge(
+        FeatureAttention(2, 4, generator=gen()), LR, n_tasks=10**12, n=4, lam=0.1, generator=gen()
+    ),
+)
+case(
+    "fit_gamma prompt of another dim",
+    "prompt must have dim = 3",
+    lambda: fit_gamma(FeatureAttention(3, 4, generator=gen()), prompt(), lam=0.1),
+)
+case(
+    "train batch_size 1e9",  # named the sampler's batch
+    "config.batch_size",
+    lambda: train(LTB(2), LR, cfg(batch_size=10**9, n_context=10**3), generator=gen(), progress=False),
+)
+case(
+    "posterior_mean prompt of another dim",  # named the task's prior_mean
+    "prompt must have dim = 2",
+    lambda: LR.posterior_mean(prompt(d=3)),
+)
+case(
+    "dmmse empty pool",  # was an IndexError
+    "pool must be .* not empty",
+    lambda: est.discrete_posterior_mean(prompt(), torch.zeros(0, 2), 0.1),
+)
+case("squared_errors prompt None", "prompt an icl_utils.Prompt", lambda: squared_errors(torch.zeros(3), None))
+case(
+    "squared_errors integer predictions",  # was accepted
+    "predictions must be a float tensor",
+    lambda: squared_errors(torch.zeros(3, dtype=torch.int64), prompt()),
+)
+case("GDHistory steps a list", "steps must be", lambda: GDHistory([0, 1], {"loss": np.ones(2)}))
+case("GDHistory records a list", "records must be", lambda: GDHistory(np.arange(2), [np.ones(2)]))
+case(
+    "GDHistory records of another length",
+    r"records must hold one row per step \(3 steps\)",
+    lambda: GDHistory(np.arange(3), {"loss": np.ones(2)}),
+)
+case("TrainHistory losses a list", "losses must be", lambda: TrainHistory([1.0], 1.0))
+case(
+    "query_risk_curves ns empty",  # was an empty curve
+    "ns must be a non-empty",
+    lambda: risk.query_risk_curves({"a": est.averaging}, LR, [], 4, gen()),
+)
+case(
+    "query_risk_curves ns negative",  # named n
+    "ns must be",
+    lambda: risk.query_risk_curves({"a": est.averaging}, LR, [-1, 2], 4, gen()),
+)
+case("examples_needed floor a str", "floor must be", lambda: risk.examples_needed("0.1", 1.0, 0.5))
+case(
+    "bootstrap_interval no groups",  # was the statistic's TypeError
+    "groups must be a non-empty",
+    lambda: risk.bootstrap_interval(np.mean, []),
+)
+case(
+    "fit_slopes NaN ys",
+    "xs and ys must be positive and finite",
+    lambda: risk.fit_slopes([1, 2, 4], np.full((3, 2), NAN)),
+)
+case("attention_mask n 1e6", r"\(n \+ 1\)\^2 = 1e\+12 values", lambda: attention_mask(10**6))
+case(
+    "GPTConfig n_embd 1e6",  # was torch's allocator error
+    "4 n_embd",
+    lambda: GPTConfig(n_dims=2, n_context=4, n_embd=10**6, n_head=1),
+)
+case("evaluating None", "model must be a torch.nn.Module", lambda: evaluating(None).__enter__())
+case("method_color None", "label must be a str", lambda: plotting.method_color(None))
+case("method_style an int", "label must be a str", lambda: plotting.method_style(3))
+case("colors_for None", "labels must be a sequence", lambda: plotting.colors_for(None))
+case("recurrences None", "labels must be a sequence", lambda: plotting.recurrences(None))
+case("series_colors -1", "n must be >= 0", lambda: plotting.series_colors(-1))
+case("series_colors a str", "n must be an int", lambda: plotting.series_colors("3"))
+case("shade not a colour", "color must be a matplotlib colour", lambda: plotting.shade("notacolor", 0, 3))
+case("shade i a str", "i must be an int", lambda: plotting.shade("red", "0", 3))
+case("plain_log_ticks 0", "low must be > 0", lambda: plotting.plain_log_ticks(0.0, 10.0))
+case("plain_log_ticks NaN", "high must be > 0", lambda: plotting.plain_log_ticks(1.0, NAN))
+case("plain_log_ticks reversed", "high must be >= low", lambda: plotting.plain_log_ticks(10.0, 1.0))  # was []
+case("tidy None", "fig must be", lambda: plotting.tidy(None))
+case("off_style None", "fig must be", lambda: plotting.off_style(None))
+case(
+    "plot_task_diversity ylim reversed",  # was an upside-down axis
+    r"ylim must be a pair \(bottom < top\) of numbers > 0",
+    lambda: plotting.plot_task_diversity([1, 2], {"a": np.ones(2)}, gaussian_best=0.1, bayes=0.1, ylim=(5, 0.1)),
+)
+case("write_json path None", "path must be", lambda: claims.write_json(None, {}))
+case("write_json data a list", "data must be a dict", lambda: claims.write_json("/nonexistent/x.json", [1]))
+case(
+    "write_json allow_nan a str",
+    "allow_nan must be",
+    lambda: claims.write_json("/nonexistent/x.json", {}, allow_nan="no"),
+)
+case(
+    "write_json NaN with allow_nan=False",
+    "data must hold only what JSON holds",
+    lambda: claims.write_json("/nonexistent/x.json", {"a": NAN}, allow_nan=False),
+)
+case("prompts_per_chunk a str", "values_per_prompt must be an int", lambda: config.prompts_per_chunk("3"))
 
 
 def _nan_model() -> LTB:

@@ -49,6 +49,8 @@ Particles = Float[Tensor, "*#S M p"]
 Inputs = Float[Tensor, "*#S K d"]
 Features = Float[Tensor, "*#S K ko"]
 Gamma = Float[Tensor, "*#S k k"]
+#: inputs read with a given Gamma: of width d = p - k - 1, with the particles' p and Gamma's k
+GammaInputs = Float[Tensor, "*#S K p-k-1"]
 
 
 @checked
@@ -79,7 +81,7 @@ def _moments(
 
 
 @checked
-def attention_loss(particles: Particles, gamma: Gamma, targets: Features, x: Inputs) -> Tensor:
+def attention_loss(particles: Particles, gamma: Gamma, targets: Features, x: GammaInputs) -> Tensor:
     """``L(mu, Gamma) = E || f - Sigma_{o,mu} Gamma h_mu ||^2``, the ICL loss of the attention model with infinitely
     long prompts, averaged over tasks ``v ~ N(0, I)``; ``targets = f(x)`` on the sample ``x``. Stacked particles
     ``(S, M, p)`` with ``gamma`` ``(S, k, k)`` give the ``S`` losses."""
@@ -105,7 +107,9 @@ def _two_points(x: Tensor) -> None:
 
 
 @checked
-def icl_loss(particles: Particles, gamma: Gamma, x: Float[Tensor, "*#S B n d"], y: Float[Tensor, "*#S B n"]) -> Tensor:
+def icl_loss(
+    particles: Particles, gamma: Gamma, x: Float[Tensor, "*#S B n p-k-1"], y: Float[Tensor, "*#S B n"]
+) -> Tensor:
     """The attention model's in-context loss on finite prompts: each of a prompt's ``n`` points in turn is the
     query and the other ``n - 1`` its context, ``y_hat_j = (1/(n-1)) sum_{i != j} y_i h(x_i)^T Gamma h(x_j)``;
     the mean squared error over points and prompts. ``x`` is ``(..., B, n, d)``, ``y`` ``(..., B, n)``; stacked
@@ -180,9 +184,12 @@ def _optimal_gamma(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) ->
 
 def _regularized(cov: Tensor, ridge: float) -> Tensor:
     """``cov`` plus ``ridge`` times its mean eigenvalue: finite where the student's features are collinear (a
-    saddle), and no host sync, so no branch on the eigenvalues here (:func:`near_singular` checks them)."""
+    saddle), and no host sync, so no branch on the eigenvalues here (:func:`near_singular` checks them). Where
+    ``cov`` is 0 (features all 0, or all constant when centered: zero output weights), ``ridge`` itself, so that the
+    readout from such features is 0 (it explains nothing) instead of a singular solve."""
     k = cov.shape[-1]
     mean_eig = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1) / k
+    mean_eig = torch.where(mean_eig > 0, mean_eig, 1.0)
     return cov + ridge * mean_eig[..., None, None] * torch.eye(k, dtype=cov.dtype, device=cov.device)
 
 
@@ -276,7 +283,7 @@ def potential_hessians(
 
 @checked
 def critical_point(
-    init: Float[Tensor, "M p"],
+    init: Annotated[Float[Tensor, "M p"], checks.Finite],
     targets: Float[Tensor, "K ko"],
     x: Float[Tensor, "K d"],
     *,
@@ -834,11 +841,17 @@ def readout_error(
     attention has none). With ``centered`` the readout may add a constant and the error is relative to ``Var g``
     (the error of predicting the mean): what the features explain beyond a constant. One value per student for
     stacked particles ``(S, M, p)``; ``g`` of shape ``(K, J)`` gives one value per column (a last axis of ``J``),
-    each the error of reading that column alone, from one evaluation of the features."""
+    each the error of reading that column alone, from one evaluation of the features. A column of ``g`` that is 0
+    everywhere (constant, with ``centered``) has no error to be relative to: a ValueError names it."""
     k = _student_k(particles, x)
     columns = g[:, None] if g.ndim == 1 else g
     targets, _, cross, cov = _moments(particles, columns, x, k, centered)
     explained = _explained(cross, cov).sum(-1)  # one per column
     scale = columns.var(0, correction=0) if centered else columns.square().mean(0)
+    # a constant's variance comes out as rounding error (below 8 eps^2 of its square), not always as 0
+    if bool((flat := scale <= (10 * torch.finfo(g.dtype).eps) ** 2 * columns.square().mean(0)).any()):
+        what = "constant over the K inputs (Var g = 0, centered=True)" if centered else "0 at every input (E g^2 = 0)"
+        where = "" if g.ndim == 1 else f", but its column(s) {flat.nonzero().flatten().tolist()} are"
+        raise ValueError(f"g must not be {what}{where}")
     errors = (targets.square().mean(-2) - explained) / scale
     return (errors[..., 0] if g.ndim == 1 else errors).detach().cpu().numpy()

@@ -117,7 +117,7 @@ def _per_feature_loss(w: Tensor, counts: Tensor) -> Tensor:
 
 
 @checked
-def population_loss(w: Weights, counts: CountSample, probs: Float[Tensor, "*B K"]) -> Tensor:
+def population_loss(w: Weights, counts: CountSample, probs: Annotated[Float[Tensor, "*B K"], checks.Finite]) -> Tensor:
     """``L = sum_k p_k L_k``: the training objective (summed over a batch of independent problems, whose
     gradients then do not interact)."""
     return _population_loss(w, counts, probs)
@@ -511,6 +511,7 @@ def run_empirical_gradient_descent(
     than its expectation. On orthonormal features, gradient descent on ``Q`` moves ``W = V^T Q V`` by exactly
     the gradient in ``W``, so this is the token-level model's descent. Records ``W``, the population errors
     ``L_k`` on a fresh sample of ``n_samples`` count vectors, and the empirical loss ``train``."""
+    checks.allocation("n_prompts * (n_context + 1) * dim", n_prompts * (n_context + 1) * task.dim)
     _, idx = task.sample_with_labels(n_prompts, n_context, generator)
     k = task.n_features
     counts = torch.nn.functional.one_hot(idx[:, :-1], k).sum(1).double()

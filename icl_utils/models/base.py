@@ -14,6 +14,7 @@ from icl_utils.prompts import Prompt
 
 
 @contextmanager
+@checked
 def evaluating(model: nn.Module) -> Iterator[nn.Module]:
     """Put ``model`` in eval mode for the block and restore its mode after, whatever happens inside."""
     was_training = model.training

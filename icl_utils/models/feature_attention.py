@@ -225,6 +225,7 @@ def fit_attention_ridge(
     kernel form ``K = (A A^T) * (F F^T)``, whichever system is smaller, in float64.
     """
     _reads(model, task, generator)
+    checks.allocation("n_tasks * (n + 1) * dim", n_tasks * (n + 1) * task.dim)
     fit_gamma(model, task.sample(n_tasks, n, generator), lam=lam)
 
 
@@ -237,7 +238,7 @@ def fit_gamma(model: AttentionOnFeatures, prompt: Prompt, *, lam: Positive) -> N
     lam = float(lam)
     prompt = checks.prompt(prompt)
     if prompt.dim != model.dim:
-        raise ValueError(f"the model reads dim={model.dim}, but the prompts have dim={prompt.dim}")
+        raise ValueError(f"prompt must have dim = {model.dim} (the model's), got {prompt.dim}")
     checks.prompt_fits(prompt.x, model)
     n_tasks, n = prompt.batch_size, prompt.n_context
     with torch.no_grad():

@@ -83,6 +83,7 @@ def attention_mask(n: Count, dtype: torch.dtype = torch.float32, device: torch.d
     if not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     device = config.resolve_device("device", device) if device is not None else None
+    checks.allocation("(n + 1)^2", (n + 1) ** 2, dtype)
     # Built from device ops alone (no element assignment), so it can be recorded inside a CUDA graph.
     return torch.diag((torch.arange(n + 1, device=device) < n).to(dtype))
 

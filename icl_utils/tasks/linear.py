@@ -123,4 +123,6 @@ class LinearRegression:
 
     def posterior_mean(self, prompt: Prompt) -> Tensor:
         """The Bayes-optimal prediction at the query for this prior: the posterior mean of ``<w, x_query>``."""
+        if isinstance(prompt, Prompt) and prompt.dim != self.dim:
+            raise ValueError(f"prompt must have dim = {self.dim} (the task's), got {prompt.dim}")
         return bayes_linear_regression(prompt, self.mean(), self.cov(), self.noise_var)
