@@ -138,16 +138,29 @@ def one_step_gd(prompt: Prompt, lr: NonNegative) -> Tensor:
     return _predict_linear(prompt, w)
 
 
-def _gd_plus_plus(x: Tensor, y: Tensor, x_query: Tensor, lr: Tensor, gamma: Tensor, steps: int) -> Tensor:
+def _gd_plus_plus_moments(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    """``(X^T X, X^T y)`` of each prompt, where :func:`_gd_plus_plus` starts."""
+    return x.transpose(1, 2) @ x, (x.transpose(1, 2) @ y[..., None])[..., 0]
+
+
+def _gd_plus_plus(
+    x: Tensor,
+    y: Tensor,
+    x_query: Tensor,
+    lr: Tensor,
+    gamma: Tensor,
+    steps: int,
+    moments: tuple[Tensor, Tensor] | None = None,
+) -> Tensor:
     """The recursion of :func:`gd_plus_plus` on raw tensors (``lr`` a 0-d or ``(d, d)`` tensor), differentiable in
     ``lr`` and ``gamma``: the shared code of the estimator and of :class:`~icl_utils.models.GDPlusPlus`.
 
     It runs on the moments ``S = X^T X`` and ``c = X^T r`` (``r`` the residuals), which the corrections map to
     ``(I - gamma S) S (I - gamma S)`` and ``(I - gamma S)(c - S delta)``: ``O(d^3)`` per step whatever ``n``.
+    ``moments`` are :func:`_gd_plus_plus_moments` of ``x`` and ``y`` when the caller has them already.
     """
     n = x.shape[1]
-    s = x.transpose(1, 2) @ x
-    c = (x.transpose(1, 2) @ y[..., None])[..., 0]
+    s, c = _gd_plus_plus_moments(x, y) if moments is None else moments
     query, pred = x_query, torch.zeros_like(y[:, 0])
     eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
     for _ in range(steps):

@@ -367,3 +367,27 @@ def test_query_risk_needs_one_prediction_per_prompt(gen):
         risk.query_risk(lambda p: 0.0, task, 4, 10, gen)
     mean, se = risk.query_risk(gpt.predict, task, 4, 10, gen)  # the control: its predict is accepted
     assert mean > 0 and se > 0
+
+
+def test_gd_plus_plus_keeps_its_moments_for_the_same_prompt(monkeypatch):
+    """A full-batch fit reads one prompt many times: its X^T X and X^T y are computed once and reused while the
+    tensors are the same and unchanged; a new prompt, or the same tensors changed in place (the control, which a
+    cache keyed on identity alone would get wrong), computes them again and gives the new prompt's answer."""
+    from icl_utils.models import linear_attention
+
+    calls = []
+    real = linear_attention._gd_plus_plus_moments
+    monkeypatch.setattr(linear_attention, "_gd_plus_plus_moments", lambda x, y: calls.append(1) or real(x, y))
+    model = GDPlusPlus(3, steps=2, lr=0.4, gamma=0.05)
+    p = LinearRegression(dim=3).sample(16, 8, torch.Generator().manual_seed(0))
+    first = model(p)
+    torch.testing.assert_close(model(p), first, rtol=0, atol=0)
+    assert len(calls) == 1
+    with torch.no_grad():
+        p.x.mul_(2.0)
+    fresh = est.gd_plus_plus(p, model.step.detach(), model.gamma.item(), steps=2)
+    torch.testing.assert_close(model(p), fresh.to(first.dtype))
+    assert len(calls) == 2
+    other = LinearRegression(dim=3).sample(16, 8, torch.Generator().manual_seed(1))
+    torch.testing.assert_close(model(other), est.gd_plus_plus(other, model.step.detach(), 0.05, steps=2).float())
+    assert len(calls) == 3
