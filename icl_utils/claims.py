@@ -267,7 +267,7 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
     try:
         text = json.dumps(data, indent=2, allow_nan=allow_nan) + "\n"
     except (ValueError, TypeError) as err:  # a NaN with allow_nan=False, a value JSON has no type for
-        raise type(err)(f"data must hold only what JSON holds (no NaN with allow_nan=False): {err}") from None
+        raise type(err)(f"data must hold only what JSON holds: {err}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
     # ".name.<pid>.<random>.tmp" (or ".name.<random>.tmp", from before pids): a file named "name.x" has its own
     mine = re.compile(rf"\.{re.escape(path.name)}\.(?:(\d+)\.)?\w+\.tmp")

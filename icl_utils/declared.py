@@ -29,7 +29,6 @@ from beartype import BeartypeConf, beartype
 from beartype.door import is_bearable
 from beartype.vale import Is
 from jaxtyping import AbstractArray, Float, TypeCheckError, jaxtyped
-from jaxtyping._storage import get_shape_memo, pop_shape_memo, push_shape_memo  # jaxtyping's own axis bindings
 from torch import Tensor
 
 from icl_utils import config
@@ -316,6 +315,10 @@ def _fixed_axes(name: str, arguments: dict, fn: Callable) -> list[tuple[str, str
     argument that fixed it), bound again as jaxtyping binds them: its error's own record of them loses those that
     an argument bound through the second type of a union (``Float[Tensor, " K"] | Float[Tensor, "K J"]``). A
     variadic axis's sizes read as a tuple, ``S=(2,)``."""
+    try:  # jaxtyping's own axis bindings, a private module (pinned version): without it, no "axes so far"
+        from jaxtyping._storage import get_shape_memo, pop_shape_memo, push_shape_memo
+    except ImportError:
+        return []
     hints = typing.get_type_hints(fn, include_extras=True)
     wanted, fixed = _axis_names(hints[name]), {}
     push_shape_memo(arguments)

@@ -83,7 +83,9 @@ METHOD_LINESTYLES = {"#6f6f6f": "-.", "#a8a8a8": ":"}
 SERIES_MAP = "viridis"
 
 
-Colour = declare(str, matplotlib.colors.is_color_like, "a matplotlib colour (a name or '#rrggbb')")
+Colour = declare(
+    str | tuple, matplotlib.colors.is_color_like, "a matplotlib colour (a name, '#rrggbb' or an RGB(A) tuple)"
+)
 
 
 @checked

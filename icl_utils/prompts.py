@@ -133,8 +133,10 @@ def squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
     the wider of the two dtypes; any other shape is a ValueError."""
     if not isinstance(preds, Tensor):  # called once per chunk inside the scoring loops: a check, not a declaration
         raise TypeError(f"predictions must be a torch.Tensor, got {type(preds).__name__}")
-    if not preds.is_floating_point() or not isinstance(prompt, Prompt):
-        raise TypeError(f"predictions must be a float tensor and prompt an icl_utils.Prompt, got {preds.dtype}")
+    if not preds.is_floating_point():
+        raise TypeError(f"predictions must be a float tensor, got {preds.dtype}")
+    if not isinstance(prompt, Prompt):
+        raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
     every, query = (prompt.batch_size, prompt.n_context + 1), (prompt.batch_size,)
     if tuple(preds.shape) not in (every, query):
         raise ValueError(

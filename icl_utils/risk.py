@@ -319,12 +319,19 @@ class RiskTerms:
 
 
 @checked
-def examples_needed(floor: float | np.ndarray, spread: float | np.ndarray, level: checks.Real) -> float | np.ndarray:
+def examples_needed(
+    floor: checks.Real | list | tuple | np.ndarray | Tensor,
+    spread: checks.Real | list | tuple | np.ndarray | Tensor,
+    level: checks.Real,
+) -> float | np.ndarray:
     """The context length ``n = spread / (level - floor)`` at which ``floor + spread / n = level``, elementwise over
     ``floor`` and ``spread`` (numbers or arrays of one shape, e.g. one per pretraining run); ``inf`` where ``level``
     is at or below the floor. A NaN or a negative spread (a variance term) is refused: it would read as a sample
     complexity, "never reached" or negative."""
-    floor, spread = np.asarray(floor, dtype=float), np.asarray(spread, dtype=float)
+    try:
+        floor, spread = np.asarray(floor, dtype=float), np.asarray(spread, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"floor and spread must be numbers or arrays of numbers: {err}") from None
     if floor.shape != spread.shape:
         raise ValueError(f"floor and spread must have one shape, got {floor.shape} and {spread.shape}")
     if not (np.isfinite(floor).all() and np.isfinite(spread).all() and (spread >= 0).all()):

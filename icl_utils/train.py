@@ -33,6 +33,7 @@ from icl_utils import checks
 from icl_utils.checks import Count, NonNegative, Positive, Size, Steps, Task, checked, sequence_of
 from icl_utils.config import make_generator, progress_bar
 from icl_utils.exact import AttentionMoments, profiled_attention_risk
+from icl_utils.models.base import fixed_sample
 from icl_utils.models.feature_attention import AttentionOnFeatures
 from icl_utils.models.linear_attention import GDPlusPlus
 from icl_utils.prompts import Prompt, TaskFamily, squared_errors
@@ -553,8 +554,9 @@ def _cores() -> int:
 
 
 def parallel_runs() -> int:
-    """How many runs :func:`train_parallel` trains at once on the CPU by default: one per core where it can fork
-    worker processes, else 1. A notebook that splits its runs over cells puts this many in each."""
+    """How many runs :func:`train_parallel` trains at once on the CPU, one per process, when given as many runs as
+    cores: one per core where it can fork worker processes, else 1. A notebook that splits its runs over cells puts
+    this many in each."""
     return _workers(None, _cores())
 
 
@@ -689,8 +691,9 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: Steps = 500, tol: P
 
     model.train()
     try:
-        optimizer.step(closure)
-        loss = closure()
+        with fixed_sample(prompt):  # the sample does not change during the fit (GD++ keeps its moments)
+            optimizer.step(closure)
+            loss = closure()
     finally:
         model.eval()
     checks.finite_losses(loss.detach()[None, None], first_step=0)

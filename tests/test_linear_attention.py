@@ -369,25 +369,30 @@ def test_query_risk_needs_one_prediction_per_prompt(gen):
     assert mean > 0 and se > 0
 
 
-def test_gd_plus_plus_keeps_its_moments_for_the_same_prompt(monkeypatch):
-    """A full-batch fit reads one prompt many times: its X^T X and X^T y are computed once and reused while the
-    tensors are the same and unchanged; a new prompt, or the same tensors changed in place (the control, which a
-    cache keyed on identity alone would get wrong), computes them again and gives the new prompt's answer."""
+def test_gd_plus_plus_keeps_its_moments_within_a_fixed_sample_only(monkeypatch):
+    """A full-batch fit reads one prompt many times: inside fit_lbfgs's fixed_sample block GD++ computes its X^T X
+    and X^T y once; outside it (the control), every call computes them, so no model holds state (it pickles) and a
+    prompt changed between calls is read afresh."""
+    import pickle
+
     from icl_utils.models import linear_attention
+    from icl_utils.models.base import fixed_sample
 
     calls = []
     real = linear_attention._gd_plus_plus_moments
     monkeypatch.setattr(linear_attention, "_gd_plus_plus_moments", lambda x, y: calls.append(1) or real(x, y))
-    model = GDPlusPlus(3, steps=2, lr=0.4, gamma=0.05)
+    model = GDPlusPlus(3, steps=2, matrix_step=False, lr=0.4)
     p = LinearRegression(dim=3).sample(16, 8, torch.Generator().manual_seed(0))
     first = model(p)
     torch.testing.assert_close(model(p), first, rtol=0, atol=0)
-    assert len(calls) == 1
-    with torch.no_grad():
-        p.x.mul_(2.0)
-    fresh = est.gd_plus_plus(p, model.step.detach(), model.gamma.item(), steps=2)
-    torch.testing.assert_close(model(p), fresh.to(first.dtype))
-    assert len(calls) == 2
-    other = LinearRegression(dim=3).sample(16, 8, torch.Generator().manual_seed(1))
-    torch.testing.assert_close(model(other), est.gd_plus_plus(other, model.step.detach(), 0.05, steps=2).float())
-    assert len(calls) == 3
+    assert len(calls) == 2  # outside a block: computed each time
+    with fixed_sample(p):
+        torch.testing.assert_close(model(p), first, rtol=0, atol=0)
+        model(p)
+        other = LinearRegression(dim=3).sample(16, 8, torch.Generator().manual_seed(1))
+        model(other)  # another prompt is not the block's
+    assert len(calls) == 4
+    pickle.dumps(model)
+    calls.clear()
+    result = fit_lbfgs(model, p, max_iter=20)
+    assert result.iterations > 1 and len(calls) == 1

@@ -314,3 +314,39 @@ def test_centered_readout_error_removes_the_constant(sample):
     assert readout_error(particles, g, x) > 1e-4
     noise = torch.randn(len(x), generator=torch.Generator().manual_seed(10), dtype=x.dtype)
     assert 0.95 < readout_error(particles, 3.0 + noise, x, centered=True) <= 1.0
+
+
+def test_a_student_with_zero_features_explains_nothing(monkeypatch):
+    """All-zero output weights give features that are 0 at every input (Sigma_mu,mu = 0): the best readout is 0, so
+    the static loss is E||f||^2 and the readout error 1. The control is the ridge scaled by the mean eigenvalue
+    alone (the rule before), under which the solve fails."""
+    from icl_utils.dynamics import mean_field
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 3, dtype=torch.float64)
+    f = torch.randn(64, 2, dtype=torch.float64)
+    zero = torch.zeros(4, 1 + 3 + 1, dtype=torch.float64)
+    torch.testing.assert_close(static_loss(zero, f, x, 1), f.square().sum(-1).mean())
+    assert readout_error(zero, f[:, 0], x) == pytest.approx(1.0)
+
+    def old_rule(cov, ridge):
+        mean_eig = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1) / cov.shape[-1]
+        return cov + ridge * mean_eig[..., None, None] * torch.eye(cov.shape[-1], dtype=cov.dtype)
+
+    monkeypatch.setattr(mean_field, "_regularized", old_rule)
+    with pytest.raises(RuntimeError):
+        static_loss(zero, f, x, 1)
+
+
+def test_readout_error_refuses_only_exactly_constant_columns():
+    """A centered column of tiny but real variation (1000 + 1e-3 x, float32) is read, not refused: the variance of
+    such a column is below the (10 eps)^2 relative bound an earlier rule used (the control, which refused it); an
+    exactly constant column is refused by name."""
+    torch.manual_seed(0)
+    x = torch.randn(256, 3)
+    particles = init_particles(8, 3, 1, torch.Generator().manual_seed(0)).float()
+    g = 1000 + 1e-3 * x[:, 0]
+    assert 0 < float(readout_error(particles, g, x, centered=True)) < 1
+    assert g.var(correction=0) <= (10 * torch.finfo(g.dtype).eps) ** 2 * g.square().mean()  # the old rule's refusal
+    with pytest.raises(ValueError, match="g must not be constant"):
+        readout_error(particles, torch.full((256,), 3.0), x, centered=True)

@@ -1734,7 +1734,7 @@ case(
     "pool must be .* not empty",
     lambda: est.discrete_posterior_mean(prompt(), torch.zeros(0, 2), 0.1),
 )
-case("squared_errors prompt None", "prompt an icl_utils.Prompt", lambda: squared_errors(torch.zeros(3), None))
+case("squared_errors prompt None", "prompt must be an icl_utils.Prompt", lambda: squared_errors(torch.zeros(3), None))
 case(
     "squared_errors integer predictions",  # was accepted
     "predictions must be a float tensor",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextvars
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -23,6 +24,34 @@ def evaluating(model: nn.Module) -> Iterator[nn.Module]:
         yield model
     finally:
         model.train(was_training)
+
+
+#: the prompt of the :func:`fixed_sample` block that is running, with what models computed from it alone
+_FIXED: contextvars.ContextVar[tuple[Prompt, dict] | None] = contextvars.ContextVar("icl_utils_fixed", default=None)
+
+
+@contextmanager
+def fixed_sample(prompt: Prompt) -> Iterator[None]:
+    """Within the block, ``prompt``'s values stay as they are, so a model may keep what it computes from the prompt
+    alone (GD++'s moments ``X^T X``) for its next call on it (:func:`sample_memo`): a full-batch fit
+    (:func:`~icl_utils.train.fit_lbfgs`) reads one sample hundreds of times. Kept for the block only, in no model."""
+    token = _FIXED.set((prompt, {}))
+    try:
+        yield
+    finally:
+        _FIXED.reset(token)
+
+
+def sample_memo(prompt: Prompt, key: str, compute: Callable[[], object]) -> object:
+    """``compute()``, or its value from an earlier call in the same :func:`fixed_sample` block of ``prompt``, under
+    ``key``; outside such a block, or for a prompt whose inputs need a gradient, always ``compute()``."""
+    fixed = _FIXED.get()
+    if fixed is None or fixed[0] is not prompt or prompt.x.requires_grad or prompt.y.requires_grad:
+        return compute()
+    memo = fixed[1]
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
 
 
 class QueryModel(nn.Module):

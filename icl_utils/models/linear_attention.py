@@ -23,7 +23,6 @@ models cannot tell from it, and :func:`sample_moment_prompts` draws many such pr
 
 from __future__ import annotations
 
-import weakref
 from typing import Annotated
 
 import torch
@@ -33,7 +32,7 @@ from torch import Tensor, nn
 from icl_utils import checks, config
 from icl_utils.checks import Count, Finite, NonNegative, Real, Steps, Task, checked
 from icl_utils.estimators import _gd_plus_plus, _gd_plus_plus_moments
-from icl_utils.models.base import QueryModel
+from icl_utils.models.base import QueryModel, sample_memo
 from icl_utils.prompts import Prompt
 
 
@@ -192,23 +191,9 @@ class GDPlusPlus(QueryModel):
 
     def forward(self, prompt: Prompt) -> Tensor:
         prompt = self._check(prompt)
-        moments = self._moments(prompt.x, prompt.y)
+        # the moments do not depend on the parameters: half of each L-BFGS call at n = 100, computed once per fit
+        moments = sample_memo(prompt, "gd++ moments", lambda: _gd_plus_plus_moments(prompt.x, prompt.y))
         return _gd_plus_plus(prompt.x, prompt.y, prompt.x_query, self.step, self.gamma, self.steps, moments)
-
-    def _moments(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        """The prompts' ``(X^T X, X^T y)``, kept for the next call on the same tensors, unchanged since: they do not
-        depend on the parameters, and a full-batch fit (:func:`~icl_utils.train.fit_lbfgs`) reads one sample
-        hundreds of times (they were half of each of its steps at n = 100). Not kept for inputs that need a
-        gradient."""
-        cached = self.__dict__.get("_cached_moments")
-        if cached is not None:
-            (x_ref, y_ref, versions), moments = cached
-            if x_ref() is x and y_ref() is y and versions == (x._version, y._version):
-                return moments
-        moments = _gd_plus_plus_moments(x, y)
-        if not (x.requires_grad or y.requires_grad):  # weak references: the cache keeps no prompt alive
-            self.__dict__["_cached_moments"] = ((weakref.ref(x), weakref.ref(y), (x._version, y._version)), moments)
-        return moments
 
 
 @torch.no_grad()
