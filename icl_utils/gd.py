@@ -23,7 +23,8 @@ from icl_utils.config import progress_bar
 StepSizes = Positive | mapping_of(Positive, "numbers > 0 and finite", keys="block names")
 
 Params = Tensor | dict[str, Tensor]
-#: what a history records: a numpy array (steps first) per name
+# what a history records: a numpy array (steps first) per name (a plain comment: autodoc would render the
+# mapping type, whose collections.abc.Mapping has no target without intersphinx)
 Records = mapping_of(np.ndarray, "numpy arrays", keys="record names", empty=True)
 
 
