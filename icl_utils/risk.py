@@ -181,8 +181,12 @@ def _log_log(ns: Sequence[float], risks: Sequence[float], said: str = "ns and ri
 
 def fit_slope(ns: Sequence[float], risks: Sequence[float]) -> float:
     """The slope of ``log risk`` against ``log n`` by least squares: the empirical rate exponent."""
-    log_n, log_risk = _log_log(ns, risks)
-    return float(np.polyfit(log_n, log_risk, 1)[0])
+    return _slope(ns, risks)
+
+
+def _slope(ns: Sequence[float], risks: Sequence[float], said: str = "ns and risks") -> float:
+    """:func:`fit_slope`, with ``said`` naming the two sequences in its errors."""
+    return float(np.polyfit(*_log_log(ns, risks, said), 1)[0])
 
 
 def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
@@ -193,7 +197,7 @@ def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
     ys = np.asarray(ys, dtype=float)
     if ys.ndim != 2 or ys.shape[0] != len(xs) or ys.shape[1] == 0:
         raise ValueError(f"ys must have shape (len(xs), S) = ({len(xs)}, S) with S >= 1, got {ys.shape}")
-    return np.array([float(np.polyfit(*_log_log(xs, ys[:, r], "xs and ys"), 1)[0]) for r in range(ys.shape[1])])
+    return np.array([_slope(xs, ys[:, r], "xs and ys") for r in range(ys.shape[1])])
 
 
 @checked
