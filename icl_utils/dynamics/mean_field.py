@@ -127,8 +127,8 @@ def _icl_loss(particles: Tensor, gamma: Tensor, x: Tensor, y: Tensor) -> Tensor:
 def _icl_features(particles: Tensor, x: Tensor, y: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """``(h, context)`` of the prompts: each point's features ``(..., B, n, k)``, and the mean of ``y_i h(x_i)``
     over the other points of its prompt, the context it reads (shared by the loss and the optimal ``Gamma``)."""
-    lead = particles.shape[:-2]
-    h = sigmoid_network(particles.reshape(*lead, 1, *particles.shape[-2:]), x, k)  # (..., B, n, k)
+    # the prompts' points as one sample per student: one product per student, not one per prompt (15-25% faster)
+    h = sigmoid_network(particles, x.flatten(-3, -2), k).unflatten(-2, x.shape[-3:-1])  # (..., B, n, k)
     total = (y[..., None] * h).sum(-2, keepdim=True)  # (..., B, 1, k)
     return h, (total - y[..., None] * h) / (x.shape[-2] - 1)
 
