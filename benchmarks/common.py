@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import re
 import subprocess
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -68,3 +69,30 @@ def float64_cpu_generator(seed: int = 0) -> torch.Generator:
     torch.set_default_dtype(torch.float64)
     icl_utils.seed_everything(seed)
     return icl_utils.make_generator(seed, "cpu")
+
+
+def reference_seconds(repeats: int = 3) -> float:
+    """The median seconds, over ``repeats``, of a fixed small workload on the CPU: 30 Adam steps of chapter 1's
+    quick-mode GPT and 30 forward-backward passes of chapter 3's float64 student network at its prompt batch.
+    Recorded beside a book run, it says how fast the machine was then: the same commit's chapters took 86 s and
+    168 s on two days' machines of the same kind, and only such a measure tells the machine from the code."""
+    import icl_utils
+    from icl_utils.models.gpt import GPTConfig, ICLTransformer
+    from icl_utils.tasks import LinearRegression
+    from icl_utils.tasks.features import sigmoid_network
+    from icl_utils.train import TrainConfig, train
+
+    config = TrainConfig(steps=30, batch_size=64, n_context=10, lr=1e-3)
+    gen = torch.Generator().manual_seed(0)
+    particles = torch.randn(5, 60, 14, generator=gen, dtype=torch.float64)
+    x = torch.randn(5, 2048, 10, generator=gen, dtype=torch.float64)
+    times = []
+    for _ in range(repeats):
+        model = ICLTransformer(GPTConfig(n_dims=5, n_context=10, n_embd=32, n_layer=3, n_head=2))
+        start = time.perf_counter()
+        train(model, LinearRegression(dim=5), config, generator=icl_utils.make_generator(0, "cpu"), progress=False)
+        for _ in range(30):
+            p = particles.clone().requires_grad_(True)
+            torch.autograd.grad(sigmoid_network(p, x, 3).square().sum(), [p])
+        times.append(time.perf_counter() - start)
+    return float(sorted(times)[len(times) // 2])

@@ -8,8 +8,10 @@
 Each MyST notebook is converted to a plain script with jupytext (or taken from ``--scripts DIR``, converted
 elsewhere, for a machine without jupytext) and run in a fresh Python process from ``notebooks/`` with ``ICL_MODE``
 set and a non-interactive matplotlib backend; its assertions are the chapter's checks, so a failed claim fails
-the run. Times, exit codes and the last lines of each log go to ``results/book-<mode>-<device>.json``, which the
-performance appendix reads.
+the run. The script runs cell by cell (``benchmarks/cells.py``), so each code cell's time is recorded too, and the
+slowest one named by its line. Times, exit codes and the last lines of each log go to
+``results/book-<mode>-<device>.json``, which the performance appendix reads, with the seconds of a fixed reference
+workload before and after the chapters (``common.reference_seconds``): how fast the machine was while it ran them.
 
 With ``--jobs N`` the chapters run N at a time (each child gets its share of the CPU threads). Small models leave
 most of a GPU idle, so this shortens the whole run; a chapter's own time is then an upper bound on its time alone,
@@ -20,6 +22,7 @@ and the total recorded is the wall time of the whole run. ``--timeout`` stops a 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -31,8 +34,10 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the runner that executes a chapter's script cell by cell and records each cell's time
+CELLS = Path(__file__).resolve().parent / "cells.py"
 sys.path.insert(0, str(ROOT))
-from benchmarks.common import RESULTS, environment, slug, write_json  # noqa: E402
+from benchmarks.common import RESULTS, environment, reference_seconds, slug, write_json  # noqa: E402
 from icl_utils.config import chapter_env  # noqa: E402
 
 
@@ -78,12 +83,12 @@ def main(argv: list[str] | None = None) -> dict:
     if args.jobs > 1:  # each chapter gets its share of the cores
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.jobs))
 
-    def run(notebook: Path, script: Path) -> dict:
+    def run(notebook: Path, script: Path, times: Path) -> dict:
         child_env = chapter_env(env)  # measures the machine's load before the chapter's clock starts
         start = time.perf_counter()
         try:
             proc = subprocess.run(
-                [sys.executable, str(script)],
+                [sys.executable, str(CELLS), str(script), str(times)],
                 check=False,
                 cwd=notebook.parent,
                 env=child_env,
@@ -104,6 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{notebook.stem:28s} {seconds:8.1f} s  {status}", flush=True)
         if returncode:
             print(log[-3000:], flush=True)
+        cells = json.loads(times.read_text())["cells"] if times.exists() else []  # as far as the chapter got
         # A passing chapter's printed numbers are on stdout; a failing one's traceback is on stderr (where the
         # progress bars also go, so a passing chapter's stderr is not worth keeping).
         return {
@@ -112,6 +118,8 @@ def main(argv: list[str] | None = None) -> dict:
             "returncode": returncode,
             "GOMP_SPINCOUNT": child_env.get("GOMP_SPINCOUNT", "default"),
             "log_tail": (stderr if returncode else stdout)[-2000:],
+            "cells": cells,
+            "slowest_cell": max(cells, key=lambda c: c["seconds"], default=None),
         }
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,13 +128,23 @@ def main(argv: list[str] | None = None) -> dict:
         scripts = [
             args.scripts.resolve() / f"{nb.stem}.py" if args.scripts else convert(nb, Path(tmp)) for nb in notebooks
         ]
+        times = [Path(tmp) / f"{nb.stem}.cells.json" for nb in notebooks]
+        reference = [reference_seconds()]  # the machine's speed, before and after (outside the chapters' clocks)
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            chapters = list(pool.map(run, notebooks, scripts))
+            chapters = list(pool.map(run, notebooks, scripts, times))
         wall = time.perf_counter() - start
+        reference.append(reference_seconds())
     total = sum(c["seconds"] for c in chapters) if args.jobs == 1 else wall
     print(f"{'total':28s} {total:8.1f} s" + (f" (wall time, {args.jobs} at a time)" if args.jobs > 1 else ""))
-    result = {"mode": args.mode, **environment(device), "jobs": args.jobs, "total_seconds": total, "chapters": chapters}
+    result = {
+        "mode": args.mode,
+        **environment(device),
+        "jobs": args.jobs,
+        "total_seconds": total,
+        "reference_seconds": reference,
+        "chapters": chapters,
+    }
     name = "-".join([f"book-{args.mode}", slug(device), *args.prefixes])
     write_json(args.out / f"{name}.json", result)
     if any(c["returncode"] for c in chapters):

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks import dry_run, run_book, train_speed  # noqa: E402
+from benchmarks import cells, dry_run, run_book, train_speed  # noqa: E402
 from benchmarks.common import write_json  # noqa: E402
 
 
@@ -149,10 +149,31 @@ def test_run_book_times_each_notebook_and_fails_on_a_failed_claim(tmp_path):
     assert ok["notebook"] == "a_ok" and ok["returncode"] == 0 and "quick" in ok["log_tail"]
     assert bad["returncode"] != 0 and "claim fails" in bad["log_tail"]
     assert saved["total_seconds"] == pytest.approx(ok["seconds"] + bad["seconds"])
+    # each cell timed, the failing one too; the machine's reference speed before and after
+    assert [c["line"] for c in ok["cells"]] == [c["line"] for c in bad["cells"]] and len(bad["cells"]) == 1
+    assert bad["slowest_cell"] == bad["cells"][0] and len(saved["reference_seconds"]) == 2
+    assert all(0 < t < 60 for t in saved["reference_seconds"])
     assert run_book.main([*args, "a"])["chapters"][0]["returncode"] == 0
     (tmp_path / "nb" / "c_text.md").write_text("# a page without code cells\n")
     with pytest.raises(SystemExit, match="no code cell"):
         run_book.main([*args, "c"])
+
+
+def test_cells_times_each_cell_keeps_line_numbers_and_records_a_failed_run(tmp_path):
+    script = tmp_path / "chapter.py"
+    script.write_text(
+        "# %% [markdown]\n# text only\n\n# %%\nimport sys, time\nx = sys.argv[0]\n\n"
+        "# %%\n# a comment first\ntime.sleep(0.2)\n\n# %%\nassert x.endswith('chapter.py')\nassert 1 + 1 == 3\n\n"
+        "# %%\nprint('never reached')\n"
+    )
+    assert [line for line, _ in cells.cells(script.read_text())] == [5, 10, 13, 17]
+    out = tmp_path / "times.json"
+    with pytest.raises(AssertionError) as failed:
+        cells.main([str(script), str(out)])
+    assert failed.traceback[-1].lineno + 1 == 14  # the failing line, counted in the script (lineno is 0-based)
+    times = json.loads(out.read_text())["cells"]
+    assert [c["line"] for c in times] == [5, 10, 13]  # up to the failed cell, not past it
+    assert 0.2 <= times[1]["seconds"] < 5 and times[0]["seconds"] < 5
 
 
 def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_path):
