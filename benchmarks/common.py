@@ -83,6 +83,8 @@ def reference_seconds(repeats: int = 5) -> float:
     from icl_utils.tasks.features import sigmoid_network
     from icl_utils.train import TrainConfig, train
 
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     config = TrainConfig(steps=30, batch_size=64, n_context=10, lr=1e-3)
     gen = torch.Generator().manual_seed(0)
     particles = torch.randn(5, 60, 14, generator=gen, dtype=torch.float64)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.cells import compiled  # noqa: E402  (the cells' future imports, and none of this file's)
 
 #: The training loops, by module: ``"config"`` for those that take a :class:`~icl_utils.train.TrainConfig` (the
 #: third argument, or ``config=``), ``"steps"`` or ``"max_iter"`` for those that take that keyword.
@@ -101,6 +102,7 @@ def run_cells(notebook: Path) -> list[dict]:
     import jupytext
 
     cells = [c for c in jupytext.read(notebook).cells if c.cell_type == "code"]
+    codes = compiled([c.source for c in cells], [f"{notebook.stem}, code cell {i}" for i in range(len(cells))])
     namespace: dict = {"__name__": "__main__"}
     records = []
     here = Path.cwd()
@@ -109,7 +111,7 @@ def run_cells(notebook: Path) -> list[dict]:
         for i, cell in enumerate(cells):
             start = time.perf_counter()
             try:
-                exec(compile(cell.source, f"{notebook.stem}, code cell {i}", "exec"), namespace)
+                exec(codes[i], namespace)
                 status = "ok"
             except AssertionError as err:
                 status = f"assertion: {str(err)[:100]}"

@@ -9,9 +9,10 @@ Each MyST notebook is converted to a plain script with jupytext (or taken from `
 elsewhere, for a machine without jupytext) and run in a fresh Python process from ``notebooks/`` with ``ICL_MODE``
 set and a non-interactive matplotlib backend; its assertions are the chapter's checks, so a failed claim fails
 the run. The script runs cell by cell (``benchmarks/cells.py``), so each code cell's time is recorded too, and the
-slowest one named by its line. Times, exit codes and the last lines of each log go to
-``results/book-<mode>-<device>.json``, which the performance appendix reads, with the seconds of a fixed reference
-workload before and after the chapters (``common.reference_seconds``): how fast the machine was while it ran them.
+slowest one named (a chapter stopped by ``--timeout`` names the cell it was in). Times, exit codes and the last
+lines of each log go to ``results/book-<mode>-<device>.json``, which the performance appendix reads, with the
+seconds of a fixed reference workload on the CPU before and after the chapters (``common.reference_seconds``;
+``--reference-repeats 0`` skips it): a rough gauge of how fast the CPU was while it ran them.
 
 With ``--jobs N`` the chapters run N at a time (each child gets its share of the CPU threads). Small models leave
 most of a GPU idle, so this shortens the whole run; a chapter's own time is then an upper bound on its time alone,
@@ -63,6 +64,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--logs", type=Path, default=None, help="folder for each chapter's full log")
     parser.add_argument("--jobs", type=int, default=1, help="chapters run at a time (default 1)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds after which a chapter is stopped")
+    parser.add_argument(
+        "--reference-repeats", type=int, default=5, help="repeats of the reference workload (0: none; default 5)"
+    )
     args = parser.parse_args(argv)
 
     notebooks = sorted(
@@ -72,6 +76,12 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"no notebook in {args.notebooks} starts with {args.prefixes}")
     if args.jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {args.jobs}")
+    if args.reference_repeats < 0:
+        raise SystemExit(f"--reference-repeats must be at least 0, got {args.reference_repeats}")
+
+    def reference() -> float | None:
+        return reference_seconds(args.reference_repeats) if args.reference_repeats else None
+
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     env = {
         **os.environ,
@@ -110,6 +120,8 @@ def main(argv: list[str] | None = None) -> dict:
         if returncode:
             print(log[-3000:], flush=True)
         cells = json.loads(times.read_text())["cells"] if times.exists() else []  # as far as the chapter got
+        if cells and cells[-1]["seconds"] is None:  # the cell that was running when the chapter was stopped
+            cells[-1] |= {"seconds": round(seconds - sum(c["seconds"] for c in cells[:-1]), 2), "stopped": True}
         # A passing chapter's printed numbers are on stdout; a failing one's traceback is on stderr (where the
         # progress bars also go, so a passing chapter's stderr is not worth keeping).
         return {
@@ -129,12 +141,12 @@ def main(argv: list[str] | None = None) -> dict:
             args.scripts.resolve() / f"{nb.stem}.py" if args.scripts else convert(nb, Path(tmp)) for nb in notebooks
         ]
         times = [Path(tmp) / f"{nb.stem}.cells.json" for nb in notebooks]
-        reference = [reference_seconds()]  # the machine's speed, before and after (outside the chapters' clocks)
+        pace = [reference()]  # the CPU's pace, before and after (outside the chapters' clocks)
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             chapters = list(pool.map(run, notebooks, scripts, times))
         wall = time.perf_counter() - start
-        reference.append(reference_seconds())
+        pace.append(reference())
     total = sum(c["seconds"] for c in chapters) if args.jobs == 1 else wall
     print(f"{'total':28s} {total:8.1f} s" + (f" (wall time, {args.jobs} at a time)" if args.jobs > 1 else ""))
     result = {
@@ -142,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict:
         **environment(device),
         "jobs": args.jobs,
         "total_seconds": total,
-        "reference_seconds": reference,
+        "reference_seconds": pace if args.reference_repeats else None,
         "chapters": chapters,
     }
     name = "-".join([f"book-{args.mode}", slug(device), *args.prefixes])

@@ -1,5 +1,7 @@
 """The benchmark scripts run on the CPU and write complete, atomic results files."""
 
+import __future__
+
 import json
 import os
 import subprocess
@@ -143,20 +145,23 @@ def test_run_book_times_each_notebook_and_fails_on_a_failed_claim(tmp_path):
     )
     args = ["--mode", "quick", "--notebooks", str(tmp_path / "nb"), "--out", str(tmp_path)]
     with pytest.raises(SystemExit):
-        run_book.main(args)
+        run_book.main([*args, "--reference-repeats", "1"])
     saved = json.loads(next(tmp_path.glob("book-quick-*.json")).read_text())
     ok, bad = saved["chapters"]
     assert ok["notebook"] == "a_ok" and ok["returncode"] == 0 and "quick" in ok["log_tail"]
     assert bad["returncode"] != 0 and "claim fails" in bad["log_tail"]
     assert saved["total_seconds"] == pytest.approx(ok["seconds"] + bad["seconds"])
-    # each cell timed, the failing one too; the machine's reference speed before and after
-    assert [c["line"] for c in ok["cells"]] == [c["line"] for c in bad["cells"]] and len(bad["cells"]) == 1
-    assert bad["slowest_cell"] == bad["cells"][0] and len(saved["reference_seconds"]) == 2
-    assert all(0 < t < 60 for t in saved["reference_seconds"])
-    assert run_book.main([*args, "a"])["chapters"][0]["returncode"] == 0
+    # each cell timed, the failing one too, and named; the CPU's reference pace before and after
+    assert [c["code"] for c in ok["cells"]] == ["import os"]
+    assert [c["code"] for c in bad["cells"]] == ["assert 1 + 1 == 3, 'claim fails'"]
+    assert ok["slowest_cell"] in ok["cells"] and bad["slowest_cell"]["cell"] == 0
+    assert len(saved["reference_seconds"]) == 2 and all(0 < t < 60 for t in saved["reference_seconds"])
+    with pytest.raises(SystemExit, match="--reference-repeats"):
+        run_book.main([*args, "--reference-repeats", "-1"])
+    assert run_book.main([*args, "--reference-repeats", "0", "a"])["reference_seconds"] is None
     (tmp_path / "nb" / "c_text.md").write_text("# a page without code cells\n")
     with pytest.raises(SystemExit, match="no code cell"):
-        run_book.main([*args, "c"])
+        run_book.main([*args, "--reference-repeats", "0", "c"])
 
 
 def test_cells_times_each_cell_keeps_line_numbers_and_records_a_failed_run(tmp_path):
@@ -168,12 +173,42 @@ def test_cells_times_each_cell_keeps_line_numbers_and_records_a_failed_run(tmp_p
     )
     assert [line for line, _ in cells.cells(script.read_text())] == [5, 10, 13, 17]
     out = tmp_path / "times.json"
+    main = sys.modules["__main__"]
     with pytest.raises(AssertionError) as failed:
         cells.main([str(script), str(out)])
     assert failed.traceback[-1].lineno + 1 == 14  # the failing line, counted in the script (lineno is 0-based)
     times = json.loads(out.read_text())["cells"]
     assert [c["line"] for c in times] == [5, 10, 13]  # up to the failed cell, not past it
+    assert [c["cell"] for c in times] == [0, 1, 2] and times[1]["code"] == "time.sleep(0.2)"
     assert 0.2 <= times[1]["seconds"] < 5 and times[0]["seconds"] < 5
+    assert sys.modules["__main__"] is main and "chapter.py" not in sys.argv[0]  # restored for this process
+
+
+def test_cells_run_as_the_script_itself_would(tmp_path):
+    """In its own __main__ module, with its own future imports only (not this runner's), and a syntax error in
+    any cell stops the script before the first cell runs."""
+    plain, future = tmp_path / "plain.py", tmp_path / "future.py"
+    plain.write_text(
+        "# %%\nimport sys\ndef f(x: int): pass\nassert f.__annotations__['x'] is int\n"
+        "assert sys.modules['__main__'].__dict__ is globals()\n"
+    )
+    future.write_text(
+        "# %%\nfrom __future__ import annotations\n\n# %%\ndef g(x: int): pass\n"
+        "assert g.__annotations__['x'] == 'int'\n"
+    )
+    for script in (plain, future):  # their checks pass, as in Python's own run
+        cells.main([str(script), str(tmp_path / "times.json")])
+        subprocess.run([sys.executable, str(script)], check=True)
+    # a cell compiled on its own has no future import: the runner carries the script's along, as Python does
+    flag = __future__.annotations.compiler_flag
+    sources = [code for _, code in cells.cells(future.read_text())]
+    assert [bool(c.co_flags & flag) for c in cells.compiled(sources, ["s", "s"])] == [True, True]
+    assert not compile(sources[1], "s", "exec", dont_inherit=True).co_flags & flag
+    broken = tmp_path / "broken.py"
+    broken.write_text(f"# %%\nopen({str(tmp_path / 'ran')!r}, 'w').write('ran')\n\n# %%\ndef (\n")
+    with pytest.raises(SyntaxError):
+        cells.main([str(broken), str(tmp_path / "times2.json")])
+    assert not (tmp_path / "ran").exists()
 
 
 def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_path):
@@ -195,6 +230,8 @@ def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_pat
         "2",
         "--timeout",
         "10",
+        "--reference-repeats",
+        "0",
     ]
     with pytest.raises(SystemExit):
         run_book.main(args)
@@ -202,9 +239,12 @@ def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_pat
     ok, slow = saved["chapters"]
     assert ok["returncode"] == 0 and slow["returncode"] == 124 and "--timeout 10" in slow["log_tail"]
     assert 10 <= slow["seconds"] < 30 and saved["jobs"] == 2
+    # the stopped chapter names the cell it was in, with the time it had run
+    assert slow["slowest_cell"] == slow["cells"][-1] and slow["cells"][-1]["stopped"]
+    assert slow["cells"][-1]["code"] == "print('started', flush=True)" and slow["cells"][-1]["seconds"] >= 9
     assert saved["total_seconds"] < ok["seconds"] + slow["seconds"]  # wall time, the two ran side by side
     with pytest.raises(SystemExit, match="--jobs"):
-        run_book.main([*args[:-4], "--jobs", "0"])
+        run_book.main([*args[:-6], "--jobs", "0"])
 
 
 def test_dry_run_caps_training_reports_each_cell_and_restores_what_it_changed(tmp_path, capsys):
