@@ -75,8 +75,9 @@ def reference_seconds(repeats: int = 5) -> float:
     """The least seconds, over ``repeats``, of a fixed small workload on the CPU: 30 Adam steps of chapter 1's
     quick-mode GPT and 30 forward-backward passes of chapter 3's float64 student network at its prompt batch.
     Recorded beside a book run, it says how fast the machine was then: the same commit's chapter took 86 s and
-    168 s on two days' machines of the same kind. It is a rough gauge: on a shared 2-core machine it ranged from
-    0.59 to 0.96 s within ten minutes, so only a larger difference between two runs says something."""
+    168 s on two days' machines of the same kind. It is a rough gauge: on a shared 2-core machine the least of 5
+    ranged from 0.59 to 0.96 s within ten minutes (one repeat from 0.5 s), so only a larger difference between two
+    runs says something."""
     import icl_utils
     from icl_utils.models.gpt import GPTConfig, ICLTransformer
     from icl_utils.tasks import LinearRegression

@@ -120,8 +120,10 @@ def main(argv: list[str] | None = None) -> dict:
         if returncode:
             print(log[-3000:], flush=True)
         cells = json.loads(times.read_text())["cells"] if times.exists() else []  # as far as the chapter got
-        if cells and cells[-1]["seconds"] is None:  # the cell that was running when the chapter was stopped
-            cells[-1] |= {"seconds": round(seconds - sum(c["seconds"] for c in cells[:-1]), 2), "stopped": True}
+        if cells and cells[-1]["seconds"] is None:  # the cell that was running when the chapter ended
+            # at least this long: the chapter's time less the other cells' (start-up included)
+            rest = round(seconds - sum(c["seconds"] for c in cells[:-1]), 2)
+            cells[-1] |= {"seconds": rest, "unfinished": "stopped by --timeout" if returncode == 124 else "killed"}
         # A passing chapter's printed numbers are on stdout; a failing one's traceback is on stderr (where the
         # progress bars also go, so a passing chapter's stderr is not worth keeping).
         return {

@@ -240,7 +240,7 @@ def test_run_book_runs_chapters_in_parallel_and_stops_one_at_its_timeout(tmp_pat
     assert ok["returncode"] == 0 and slow["returncode"] == 124 and "--timeout 10" in slow["log_tail"]
     assert 10 <= slow["seconds"] < 30 and saved["jobs"] == 2
     # the stopped chapter names the cell it was in, with the time it had run
-    assert slow["slowest_cell"] == slow["cells"][-1] and slow["cells"][-1]["stopped"]
+    assert slow["slowest_cell"] == slow["cells"][-1] and slow["cells"][-1]["unfinished"] == "stopped by --timeout"
     assert slow["cells"][-1]["code"] == "print('started', flush=True)" and slow["cells"][-1]["seconds"] >= 9
     assert saved["total_seconds"] < ok["seconds"] + slow["seconds"]  # wall time, the two ran side by side
     with pytest.raises(SystemExit, match="--jobs"):

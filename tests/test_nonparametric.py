@@ -339,10 +339,13 @@ def test_bspline_features_are_the_dyadic_tensor_products(dim, order):
 @pytest.mark.parametrize(("dim", "order"), [(1, 0), (1, 2), (2, 1), (2, 2), (3, 2)])
 def test_bspline_features_have_unit_norm_under_uniform_inputs(dim, order):
     """E f_j(x)^2 = 1 for x uniform on [0, 1]^d, by a midpoint rule on a product grid, extrapolated (Richardson) from
-    two grids: the rule's error is c h^2 + O(h^4) for these piecewise polynomials, so (4 M(h) - M(2h)) / 3 is off by
-    O(h^4), at most 1e-5 here (the finer grid alone is off by up to 2.4e-3 in d = 3). The boundary shifts need the
-    normalization most: their unnormalized norms are a few percent of the interior ones'."""
+    two grids: with every knot on a cell boundary of both grids the rule's error is c h^2 + O(h^4) for these
+    piecewise polynomials, so (4 M(h) - M(2h)) / 3 is off by O(h^4), at most 1e-5 here (the finer grid alone is off
+    by up to 2.4e-3 in d = 3). Control: the unnormalized functions, whose norms differ by level and, at the boundary
+    shifts, by a few percent of the interior ones'."""
     task = NonparametricTasks(dim=dim, smoothness=1.0, basis="bspline", order=order, n_basis=40)
+    fine = {1: 4096, 2: 256, 3: 64}[dim]
+    assert (fine // 2) % 2 ** int(task.levels().max()) == 0, "the knots must lie on both grids' cell boundaries"
 
     def midpoint(per_axis):
         """The rule's means of f_j^2 and of the unnormalized functions' squares."""
@@ -354,7 +357,6 @@ def test_bspline_features_have_unit_norm_under_uniform_inputs(dim, order):
             [sum(f.square().sum(0) for f in feats), sum((f * raw).square().sum(0) for f in feats)]
         ) / len(x)
 
-    fine = {1: 4096, 2: 256, 3: 64}[dim]
     second, raw = (4 * midpoint(fine) - midpoint(fine // 2)) / 3
     torch.testing.assert_close(second, torch.ones_like(second), rtol=1e-4, atol=0)
     # control: without the normalization
