@@ -27,7 +27,8 @@ from benchmarks.common import write_json
 #: a cell marker of jupytext's percent format (``# %%`` alone or with a title or tags), not a commented cell magic
 #: such as ``# %%time``; a marker at the start of a line inside a triple-quoted string would split it too
 MARKER = re.compile(r"# %%(\s|$)")
-FUTURES = [getattr(__future__, name).compiler_flag for name in __future__.all_feature_names]
+#: every ``from __future__`` feature's compiler flag, or-ed together
+FUTURES = sum(getattr(__future__, name).compiler_flag for name in __future__.all_feature_names)
 
 
 def cells(text: str) -> list[tuple[int, str]]:
@@ -51,7 +52,7 @@ def compiled(sources: list[str], filenames: list[str]) -> list[types.CodeType]:
     flags, out = 0, []
     for source, filename in zip(sources, filenames, strict=True):
         code = compile(source, filename, "exec", flags=flags, dont_inherit=True)
-        flags |= code.co_flags & sum(FUTURES)
+        flags |= code.co_flags & FUTURES
         out.append(code)
     return out
 

@@ -76,11 +76,9 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"no notebook in {args.notebooks} starts with {args.prefixes}")
     if args.jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {args.jobs}")
-    if args.reference_repeats < 0:
-        raise SystemExit(f"--reference-repeats must be at least 0, got {args.reference_repeats}")
-
-    def reference() -> float | None:
-        return reference_seconds(args.reference_repeats) if args.reference_repeats else None
+    repeats = args.reference_repeats
+    if repeats < 0:
+        raise SystemExit(f"--reference-repeats must be at least 0, got {repeats}")
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     env = {
@@ -143,12 +141,13 @@ def main(argv: list[str] | None = None) -> dict:
             args.scripts.resolve() / f"{nb.stem}.py" if args.scripts else convert(nb, Path(tmp)) for nb in notebooks
         ]
         times = [Path(tmp) / f"{nb.stem}.cells.json" for nb in notebooks]
-        pace = [reference()]  # the CPU's pace, before and after (outside the chapters' clocks)
+        pace = [reference_seconds(repeats)] if repeats else None  # the CPU's pace, outside the chapters' clocks
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             chapters = list(pool.map(run, notebooks, scripts, times))
         wall = time.perf_counter() - start
-        pace.append(reference())
+        if pace:  # and after
+            pace.append(reference_seconds(repeats))
     total = sum(c["seconds"] for c in chapters) if args.jobs == 1 else wall
     print(f"{'total':28s} {total:8.1f} s" + (f" (wall time, {args.jobs} at a time)" if args.jobs > 1 else ""))
     result = {
@@ -156,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
         **environment(device),
         "jobs": args.jobs,
         "total_seconds": total,
-        "reference_seconds": pace if args.reference_repeats else None,
+        "reference_seconds": pace,
         "chapters": chapters,
     }
     name = "-".join([f"book-{args.mode}", slug(device), *args.prefixes])
