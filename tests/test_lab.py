@@ -77,7 +77,7 @@ def _lab(config_dir: Path | None):
             raise RuntimeError("Jupyter Lab did not start in 60 s")
         yield url
     finally:
-        server.terminate()  # Lab waits for its terminals and kernels to end, so it may need the kill
+        server.terminate()  # Lab waits for its terminals, kernels and open pages to end, so it may need the kill
         try:
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -85,23 +85,26 @@ def _lab(config_dir: Path | None):
             server.wait()
 
 
-@pytest.fixture
+# Module-scoped, so that each server stops after the tests' pages have closed: with a page still open, Lab's
+# shutdown waited the whole 10 s for it.
+@pytest.fixture(scope="module")
 def lab_with_readme_settings():
     need("Jupyter Lab (pip install -e '.[lab]')", _has("jupyterlab"))
     yield from _lab(None)
 
 
-@pytest.fixture
-def lab_without_settings(tmp_path):
+@pytest.fixture(scope="module")
+def lab_without_settings(tmp_path_factory):
     need("Jupyter Lab (pip install -e '.[lab]')", _has("jupyterlab"))
-    yield from _lab(tmp_path)
+    yield from _lab(tmp_path_factory.mktemp("empty-config"))
 
 
-@pytest.fixture
-def lab_without_myst(tmp_path):
+@pytest.fixture(scope="module")
+def lab_without_myst(tmp_path_factory):
     """Lab with the README's settings, but with jupyterlab-myst disabled."""
     from jupyter_core.paths import jupyter_config_dir
 
+    tmp_path = tmp_path_factory.mktemp("no-myst")
     need("Jupyter Lab (pip install -e '.[lab]')", _has("jupyterlab"))
     labconfig = Path(jupyter_config_dir()) / "labconfig"
     if labconfig.is_dir():
