@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import dataclasses
 import functools
 import inspect
 import math
@@ -447,13 +448,8 @@ def train_ensemble(
     """
     models, tasks = list(models), list(task) if isinstance(task, (list, tuple)) else [task]
     plan = _plan(models, tasks, config, generator)
-    names = [name for name, _ in models[0].named_parameters()]
     for i, model in enumerate(models[1:], start=1):
-        if (
-            type(model) is not type(models[0])
-            or [n for n, _ in model.named_parameters()] != names
-            or any(p.shape != q.shape for p, q in zip(model.parameters(), models[0].parameters()))
-        ):
+        if _architecture(model) != _architecture(models[0]):
             raise ValueError(f"model {i} differs in architecture from model 0; an ensemble needs one architecture")
     if batched is None:
         batched = batched_by_default(models[0], tasks[0], config)
@@ -524,6 +520,24 @@ def _train_one_thread(model: nn.Module, task: TaskFamily, config: TrainConfig, s
     return model.state_dict(), history
 
 
+_SETTING = (bool, int, float, str, tuple, type(None))
+
+
+def _architecture(model: nn.Module) -> tuple:
+    """What the models of one ensemble must share, which :func:`train_ensemble` runs as copies of its first model:
+    the type, the parameters' names and shapes, and every submodule's plain settings (a GPT's query that does not
+    see itself is an attribute of its attention, not a parameter)."""
+    settings = tuple(
+        (name, key, repr(value))
+        for name, module in model.named_modules()
+        for key, value in vars(module).items()
+        if not key.startswith("_")
+        and key != "training"
+        and (isinstance(value, _SETTING) or (dataclasses.is_dataclass(value) and not isinstance(value, type)))
+    )
+    return type(model), tuple((n, tuple(p.shape)) for n, p in model.named_parameters()), settings
+
+
 def _train_groups(
     models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig, seeds: list[int], progress: bool, desc: str
 ) -> list[TrainHistory]:
@@ -531,7 +545,7 @@ def _train_groups(
     prompts from a generator seeded by the group's first seed (a GPU runs one batched pass as fast as one model)."""
     groups: dict[tuple, list[int]] = {}
     for i, model in enumerate(models):
-        key = (type(model), tuple((name, tuple(p.shape), p.device) for name, p in model.named_parameters()))
+        key = (_architecture(model), next(model.parameters()).device)
         groups.setdefault(key, []).append(i)
     histories: dict[int, TrainHistory] = {}
     for group in groups.values():

@@ -703,6 +703,28 @@ def test_parallel_training_of_gpu_models_is_one_ensemble_per_architecture():
     np.testing.assert_array_equal(hist[1].losses, without.losses[:, 0])
 
 
+def test_an_ensemble_keeps_each_gpts_attention_mask(monkeypatch):
+    """GPTs whose query sees itself and GPTs whose query does not have the same parameters; an ensemble, which runs
+    copies of its first model, would train both with the first's mask. So train_ensemble refuses the mix, and
+    train_parallel off the CPU puts them in separate ensembles (the grouping checked through its function)."""
+    from icl_utils import train as train_module
+
+    cfg = GPTConfig(n_dims=3, n_context=4, n_embd=16, n_layer=1, n_head=2, mlp=False, tokens="paired")
+    models = [ICLTransformer(dataclasses.replace(cfg, query_sees_itself=s)) for s in (True, False, True)]
+    config, task = TrainConfig(steps=2, batch_size=4, n_context=4), LinearRegression(dim=3)
+    with pytest.raises(ValueError, match="model 1 differs in architecture"):
+        train_ensemble(models[:2], task, config, generator=make_generator(0, "cpu"), progress=False)
+    groups = []
+
+    def record(group, *args, **kwargs):
+        groups.append([models.index(m) for m in group])
+        return train_module.TrainHistory(losses=np.zeros((2, len(group))), seconds=0.0)
+
+    monkeypatch.setattr(train_module, "train_ensemble", record)
+    train_module._train_groups(models, [task] * 3, config, [7, 8, 9], progress=False, desc="t")
+    assert sorted(groups) == [[0, 2], [1]]
+
+
 def test_a_gpt_whose_query_does_not_see_itself_reads_only_the_context_in_attention():
     """With query_sees_itself=False the query's row of attention averages the context's values only: with the
     query vectors zeroed (uniform attention), changing the query's own token leaves that row unchanged, while a

@@ -74,6 +74,8 @@ def cfg(**kw) -> TrainConfig:
 
 
 LR = LinearRegression(dim=2)
+PAIRED = GPTConfig(n_dims=2, n_context=4, n_embd=8, n_layer=1, n_head=2, mlp=False, tokens="paired")
+PAIRED_BLIND = GPTConfig(**{**PAIRED.__dict__, "query_sees_itself": False})  # the same parameters
 CASES: list[tuple[str, str, object]] = []
 
 
@@ -636,6 +638,13 @@ case(
     "train_ensemble of two architectures",
     "model 1 differs in architecture",
     lambda: train_ensemble([LTB(2), LTB(2, mlp=False)], LR, cfg(), generator=gen(), progress=False),
+)
+case(
+    "train_ensemble of GPTs whose query does and does not see itself",
+    "model 1 differs in architecture",
+    lambda: train_ensemble(
+        [ICLTransformer(PAIRED), ICLTransformer(PAIRED_BLIND)], LR, cfg(), generator=gen(), progress=False
+    ),
 )
 case(
     "train_ensemble three tasks for two models",
