@@ -324,9 +324,16 @@ def _url(site: str, page: Path) -> str:
     return f"{site}/{_rel(page)}"
 
 
+#: What COMPOSITION measured on each chapter page that test_page_renders_in_a_browser visited, so that
+#: test_chapter_composition does not load the page again (a chapter page takes 3-8 s in the browser)
+_MEASURED: dict[Path, dict] = {}
+
+
 @pytest.mark.parametrize("path", _pages(), ids=_rel)
 def test_page_renders_in_a_browser(page, site: str, path: Path) -> None:
     report = visit(page, _url(site, path))
+    if path in _chapters():
+        _MEASURED[path] = page.evaluate(COMPOSITION)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SCREENSHOTS / f"{_rel(path).removesuffix('.html').replace('/', '-')}.png", full_page=True)
     heights = SCREENSHOTS / "heights.json"
@@ -340,8 +347,9 @@ def test_page_renders_in_a_browser(page, site: str, path: Path) -> None:
 def test_chapter_composition(page, site: str, path: Path) -> None:
     """Measure a chapter's composition, save it to ``composition.json`` and print it; a chapter of
     :data:`MIGRATED` must read like the paper."""
-    visit(page, _url(site, path))  # waits for MathJax, whose typeset maths changes the heights
-    found = composition(page.evaluate(COMPOSITION))
+    if path not in _MEASURED:
+        visit(page, _url(site, path))  # waits for MathJax, whose typeset maths changes the heights
+    found = composition(_MEASURED.pop(path, None) or page.evaluate(COMPOSITION))
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     saved = SCREENSHOTS / "composition.json"
     known = json.loads(saved.read_text()) if saved.exists() else {}
