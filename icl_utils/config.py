@@ -48,6 +48,11 @@ def cpu_busy(seconds: float = 0.3) -> float | None:
     ``/proc/stat``); ``None`` where there is no ``/proc/stat``."""
     import time
 
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        raise TypeError(f"seconds must be a number, got {type(seconds).__name__}")
+    if not 0 < seconds <= 60:
+        raise ValueError(f"seconds must be in (0, 60], got {seconds}")
+
     def sample() -> tuple[int, int]:
         with open("/proc/stat") as f:
             fields = [int(v) for v in f.readline().split()[1:]]
@@ -91,6 +96,9 @@ MAX_STEPS = 10**7
 MAX_DRAWS = 10**8
 #: bootstrap resamples, and other repetitions of a whole computation
 MAX_REPS = 10**6
+#: the widest dimension of a model or task (a width x width float32 matrix is 1 GiB) and the most layers
+MAX_WIDTH = 2**14
+MAX_DEPTH = 2**10
 T = TypeVar("T")
 
 
@@ -98,6 +106,8 @@ def prompts_per_chunk(values_per_prompt: int) -> int:
     """How many prompts of ``values_per_prompt`` values each fill one chunk of :data:`CHUNK_ELEMENTS` (at least one)."""
     if isinstance(values_per_prompt, bool) or not isinstance(values_per_prompt, numbers.Integral):
         raise TypeError(f"values_per_prompt must be an int, got {type(values_per_prompt).__name__}")
+    if values_per_prompt < 0:
+        raise ValueError(f"values_per_prompt must be >= 0, got {values_per_prompt}")
     return max(1, CHUNK_ELEMENTS // max(1, values_per_prompt))
 
 
@@ -168,6 +178,8 @@ def get_device() -> torch.device:
 def _seed(seed: object) -> int:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if not 0 <= seed < 2**63:  # torch overflows past 64 bits; negative seeds wrap around
+        raise ValueError(f"seed must be in [0, 2^63), got {seed}")
     return int(seed)
 
 

@@ -44,6 +44,12 @@ Size = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 0]]
 Steps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_STEPS]]
 Draws = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_DRAWS]]
 Reps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_REPS]]
+#: a model's or a task's dimension, width, number of features or heads; a model's number of layers: both refused
+#: above :mod:`icl_utils.config`'s limits at once, not after torch has tried to allocate the weights
+Width = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_WIDTH]]
+Depth = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_DEPTH]]
+#: a generator's seed (torch takes 64 bits; seeds derived from it add small offsets)
+Seed = Annotated[int, Is[lambda v: not isinstance(v, bool) and 0 <= v < 2**63]]
 #: two or more (features, points of a prompt)
 Several = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 2]]
 #: draws of which a spread is computed (a standard error needs two)
@@ -95,6 +101,9 @@ _DESCRIBED = {
     Steps: ("an int", f"in [1, {config.MAX_STEPS:.0e}] (config.MAX_STEPS)"),
     Draws: ("an int", f"in [1, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)"),
     Reps: ("an int", f"in [1, {config.MAX_REPS:.0e}] (config.MAX_REPS)"),
+    Width: ("an int", f"in [1, {config.MAX_WIDTH}] (config.MAX_WIDTH)"),
+    Depth: ("an int", f"in [1, {config.MAX_DEPTH}] (config.MAX_DEPTH)"),
+    Seed: ("an int", "in [0, 2^63)"),
     Several: ("an int", ">= 2"),
     Samples: ("an int", f"in [2, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)"),
     Positive: ("a real number", "> 0 and finite"),

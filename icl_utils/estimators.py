@@ -15,7 +15,7 @@ from jaxtyping import Float, Shaped
 from torch import Tensor
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, NonNegative, Positive, Real, Size, Steps, checked
+from icl_utils.checks import Count, NonNegative, Positive, Real, Seed, Steps, Width, checked
 from icl_utils.prompts import Prompt
 
 
@@ -135,7 +135,14 @@ def one_step_gd(prompt: Prompt, lr: NonNegative) -> Tensor:
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     w = lr * (prompt.x.double() * prompt.y.double()[..., None]).mean(1)
-    return _predict_linear(prompt, w)
+    return _finite(_predict_linear(prompt, w), f"lr = {lr}")
+
+
+def _finite(pred: Tensor, arguments: str) -> Tensor:
+    """``pred``, refused when a step size made it overflow (a finite prompt and a diverging recursion)."""
+    if not bool(checks.finite_flag(pred)):
+        raise ValueError(f"{arguments} made the predictions overflow to inf or NaN: take a smaller step")
+    return pred
 
 
 def _gd_plus_plus_moments(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
@@ -204,7 +211,7 @@ def gd_plus_plus(
         torch.tensor(gamma, dtype=torch.float64, device=dev),
         steps,
     )
-    return pred.to(prompt.x.dtype)
+    return _finite(pred.to(prompt.x.dtype), f"lr and gamma = {gamma} (over {steps} steps)")
 
 
 def averaging(prompt: Prompt) -> Tensor:
@@ -346,11 +353,11 @@ def two_layer_network(
 @checked
 def two_layer_network_fit(
     prompt: Prompt,
-    width: Count = 64,
+    width: Width = 64,
     steps: Steps = 300,
     lr: Positive = 1e-2,
     weight_decay: NonNegative = 1e-3,
-    seed: Size = 0,
+    seed: Seed = 0,
 ) -> Callable[[Tensor], Tensor]:
     """A two-layer ReLU network ``sum_j a_j ReLU(<w_j, x> + b_j)`` fitted to each prompt's examples alone; returns
     the fitted networks, a map from inputs ``(B, Q, d)`` to predictions ``(B, Q)``.

@@ -23,7 +23,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, Counts, NonNegative, Positive, Samples, Size, Steps, checked
+from icl_utils.checks import Count, Counts, NonNegative, Positive, Samples, Seed, Steps, checked
 from icl_utils.tasks.linear import LinearRegression
 from icl_utils.tasks.nonparametric import NonparametricTasks
 
@@ -352,6 +352,7 @@ def _lsa_moments(task: object) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     ``(D, D, d)`` and ``(d, d)`` with ``D = d + 1``: all that the LSA's risk reads, at every ``n``."""
     mean, psi, h, noise = _gaussian_task(task)
     d = mean.shape[0]
+    checks.allocation("(task.dim + 1)^4 (the tokens' fourth moments)", (d + 1) ** 4, torch.float64)
     # beta~ = (beta, 1) is Gaussian (degenerate in its last coordinate), so a polynomial of degree <= 2 in beta is
     # a quadratic form in beta~, and products of two of them average by Isserlis' theorem.
     mu = torch.cat([mean, torch.ones(1, dtype=torch.float64)])
@@ -467,7 +468,7 @@ def _newton(
 
 @checked
 def optimal_lsa(
-    task: LinearRegression, n: Count, *, starts: Count = 8, seed: Size = 0, max_iter: Steps = 200
+    task: LinearRegression, n: Count, *, starts: Count = 8, seed: Seed = 0, max_iter: Steps = 200
 ) -> tuple[Tensor, Tensor]:
     """The weights ``(u, b)`` (shapes ``(d+1,)`` and ``(d+1, d)``, ``|u| = 1``) of the LSA with the smallest
     :func:`lsa_risk`: the infimum over all LSAs, with no finite-sample excess.

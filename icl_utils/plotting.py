@@ -29,6 +29,7 @@ from icl_utils.checks import (
     Probability,
     Real,
     Reals,
+    Seed,
     Size,
     checked,
     declare,
@@ -744,7 +745,7 @@ Demos = mapping_of(
 
 @checked
 def plot_bases_and_tasks(
-    demos: Demos, *, orders: Count = 4, n_tasks: Count = 3, n_examples: Size = 32, seed: Size = 1
+    demos: Demos, *, orders: Count = 4, n_tasks: Count = 3, n_examples: Size = 32, seed: Seed = 1
 ) -> Figure:
     """Left, the cardinal B-splines ``N_0 .. N_{orders-1}``; then one panel per smoothness ``s`` of ``demos`` (``s``
     to a one-dimensional :class:`~icl_utils.tasks.nonparametric.NonparametricTasks`): ``n_tasks`` tasks

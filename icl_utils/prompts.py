@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Annotated, Protocol, runtime_checkable
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from icl_utils.declared import Count, NonEmpty, Size, checked
@@ -97,9 +97,16 @@ class Prompt:
         y_tok = torch.cat([xs, ys[:, :, None]], dim=2)
         return torch.stack([x_tok, y_tok], dim=2).reshape(batch, 2 * m, d + 1)[:, :-1]
 
-    def take(self, index: slice | Tensor) -> Prompt:
+    @checked
+    def take(self, index: slice | Int[Tensor, " k"] | Bool[Tensor, " {self.batch_size}"]) -> Prompt:
         """The prompts selected by ``index`` along the batch dimension (a slice, indices or a boolean mask)."""
-        return Prompt(self.x[index], self.y[index], self.x_query[index], self.y_query[index])
+        try:
+            x = self.x[index]
+        except IndexError as err:  # an index past the batch
+            raise ValueError(f"index must select prompts of the batch of {self.batch_size}: {err}") from None
+        if not len(x):
+            raise ValueError(f"index must select at least one prompt, got {index}")
+        return Prompt(x, self.y[index], self.x_query[index], self.y_query[index])
 
     @checked
     def split(self, size: Count) -> list[Prompt]:

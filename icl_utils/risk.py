@@ -37,7 +37,9 @@ from icl_utils.checks import (
     Pair,
     Positive,
     Positives,
+    Reps,
     Samples,
+    Seed,
     Size,
     Task,
     checked,
@@ -245,7 +247,7 @@ def gamma_erm_risks(
     task: Task,
     n: Count,
     sizes: Counts,
-    repeats: Count,
+    repeats: Reps,
     generator: torch.Generator,
     *,
     lam: float = 1e-6,
@@ -261,6 +263,17 @@ def gamma_erm_risks(
             fit_gamma(model, pool.prompts, lam=lam)
             out[i, r] = empirical_and_expected_risk(model, pool, task)
     return out
+
+
+def _lengths(n: object) -> np.ndarray:
+    """``n`` (a number or an array) as positive, finite context lengths."""
+    try:
+        lengths = np.asarray(n, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"n must be a number or an array of numbers, got {n!r}") from None
+    if not (np.isfinite(lengths).all() and (lengths > 0).all()):
+        raise ValueError(f"n must hold positive context lengths, got {n}")
+    return lengths
 
 
 @checked
@@ -306,14 +319,11 @@ class RiskTerms:
 
     def risk(self, n: object) -> np.ndarray:
         """``R(n)`` at every context length in ``n`` (a number or an array)."""
-        n = np.asarray(n, dtype=float)
-        if not (np.isfinite(n).all() and (n > 0).all()):
-            raise ValueError(f"n must hold positive context lengths, got {n}")
-        return self.floor + self.spread / n
+        return self.floor + self.spread / _lengths(n)
 
     def standard_error(self, n: object) -> np.ndarray:
         """The standard error of :meth:`risk` over the tasks, at every ``n``."""
-        n = np.atleast_1d(np.asarray(n, dtype=float))
+        n = np.atleast_1d(_lengths(n))
         per_task = self.floors[None, :] + self.spreads[None, :] / n[:, None]
         return per_task.std(axis=1, ddof=1) / math.sqrt(self.floors.size)
 
@@ -448,7 +458,7 @@ Groups = sequence_of(
 
 @checked
 def bootstrap_interval(
-    statistic: Callable[..., float], groups: Groups, *, reps: Resamples = 1000, level: Fraction = 0.9, seed: Size = 0
+    statistic: Callable[..., float], groups: Groups, *, reps: Resamples = 1000, level: Fraction = 0.9, seed: Seed = 0
 ) -> tuple[float, float, float]:
     """``statistic(*groups)`` and its bootstrap interval: each group (an array of independent replicates along its
     first axis: seeds, prompts) is resampled with replacement, independently of the others, ``reps`` times; returns

@@ -16,12 +16,13 @@ import functools
 import inspect
 import math
 import multiprocessing
+import numbers
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
@@ -31,7 +32,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from icl_utils import checks
-from icl_utils.checks import Count, NonNegative, Positive, Size, Steps, Task, checked, sequence_of
+from icl_utils.checks import Count, Finite, NonNegative, Positive, Seed, Size, Steps, Task, checked, sequence_of
 from icl_utils.config import make_generator, progress_bar
 from icl_utils.exact import AttentionMoments, profiled_attention_risk
 from icl_utils.models.base import fixed_sample
@@ -41,7 +42,7 @@ from icl_utils.prompts import Prompt, TaskFamily, squared_errors
 
 Models = sequence_of(nn.Module, "torch.nn.Modules", base=list | tuple)
 Tasks = Task | sequence_of(Task, "task families", base=list | tuple)
-Seeds = sequence_of(Size, "ints >= 0", base=Sequence | np.ndarray)
+Seeds = sequence_of(Seed, "ints in [0, 2^63)", base=Sequence | np.ndarray)
 
 
 @checked
@@ -107,6 +108,10 @@ class TrainConfig:
 
     def lr_factor(self, step: int) -> float:
         """The learning-rate multiplier at ``step``."""
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):  # not declared: called at every step
+            raise TypeError(f"step must be an int, got {type(step).__name__}")
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
         if self.schedule == "constant":
             return 1.0
         warmup = max(1, self.steps // 20)
@@ -114,7 +119,7 @@ class TrainConfig:
 
 
 #: per-step losses: one per step, or one per step and model trained together
-Losses = Real[np.ndarray, "T *S"]
+Losses = Annotated[Real[np.ndarray, " T *S"], Finite]
 
 
 @checked
@@ -718,7 +723,7 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: Steps = 500, tol: P
 
 
 @checked
-def fit_gd_plus_plus_curvature(task: Task, n: Count, n_prompts: Count, seed: Size) -> tuple[float, float]:
+def fit_gd_plus_plus_curvature(task: Task, n: Count, n_prompts: Count, seed: Seed) -> tuple[float, float]:
     """``(eta, gamma)`` of von Oswald et al.'s recurrent two-step GD++ (one scalar step and one curvature shared by
     both layers) fitted by :func:`fit_lbfgs` to ``n_prompts`` prompts of ``n`` examples drawn from ``task`` with a
     CPU generator seeded ``seed``. The fit starts at the step ``0.5 / Var x_1``: the same start in the inputs' units,

@@ -99,7 +99,7 @@ CASES = {
         lambda: risk.query_risk(lambda p: p.y_query, LinearRegression(dim=2), 3, 1, G),
     ),
     "non-positive ridge penalty": (ValueError, "lam must be > 0", lambda: ridge(prompt(), 0.0)),
-    "zero feature width": (ValueError, "width must be >= 1", lambda: FeatureAttention(2, 0, generator=G)),
+    "zero feature width": (ValueError, r"width must be in \[1, ", lambda: FeatureAttention(2, 0, generator=G)),
     # probabilities
     "probabilities not summing to 1": (
         ValueError,

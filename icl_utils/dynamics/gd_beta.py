@@ -44,6 +44,7 @@ def gd_beta_hessian(task: LinearRegression, n: Count, beta0: Tensor, gamma: Tens
     finite floats.
     """
     d = task.dim
+    checks.allocation("(task.dim + task.dim^2)^2 (the Hessian)", (d + d * d) ** 2, torch.float64)
     beta0, gamma = _point(task, beta0, gamma)
 
     def flat_risk(theta: Tensor) -> Tensor:

@@ -35,11 +35,12 @@ from typing import Annotated, Literal, get_args
 
 import numpy as np
 import torch
+from beartype.vale import Is
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, NonNegative, Positive, Probability, Real, Several, Size, Steps, checked
+from icl_utils.checks import Count, NonNegative, Positive, Probability, Real, Several, Size, Steps, Width, checked
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
 
@@ -55,7 +56,7 @@ GammaInputs = Float[Tensor, "*#S K p-k-1"]
 
 @checked
 def init_particles(
-    width: Count, dim: Count, k: Count, generator: torch.Generator, scale: Positive = 1.0, seeds: Count | None = None
+    width: Width, dim: Width, k: Width, generator: torch.Generator, scale: Positive = 1.0, seeds: Count | None = None
 ) -> Tensor:
     """``width`` particles from the initial distribution ``rho_0``: ``a ~ N(0, I_k)``, ``w ~ N(0, (scale^2/d) I)``,
     ``b ~ N(0, 1)``; shape ``(width, k + d + 1)``, or ``(seeds, width, k + d + 1)`` for ``seeds`` independent
@@ -708,10 +709,13 @@ def run_gradient_descent(
     return MeanFieldRun(particles, None, history, hook.events if hook is not None else [])
 
 
+#: one label >= 0 per particle
+Labels = Annotated[Int[Tensor, " M"], Is[lambda g: bool((g >= 0).all())]]
+checks.describe(Labels, "an integer tensor", "an integer tensor of shape (M,) of labels >= 0")
+
+
 @checked
-def particle_spread(
-    particles: Float[Tensor, "M p"] | Float[Tensor, "S M p"], groups: Int[Tensor, " M"] | None = None
-) -> Tensor:
+def particle_spread(particles: Float[Tensor, "M p"] | Float[Tensor, "S M p"], groups: Labels | None = None) -> Tensor:
     """The particles' root-mean-square distance from their mean, or from the mean of their group when ``groups``
     (one integer label per particle) is given: zero at a configuration of coincident neurons (all equal, or equal
     within each group), the deviation that grows when the flow leaves such a saddle. One value per student for
@@ -720,7 +724,7 @@ def particle_spread(
         centred = particles - particles.mean(-2, keepdim=True)
     else:
         onehot = torch.nn.functional.one_hot(groups.to(particles.device)).to(particles.dtype)  # (M, G)
-        means = (onehot / onehot.sum(0)).mT @ particles  # (..., G, p)
+        means = (onehot / onehot.sum(0).clamp_min(1)).mT @ particles  # (..., G, p); a label no particle has: 0
         centred = particles - onehot @ means
     return centred.square().sum((-1, -2)).sqrt() / particles.shape[-2] ** 0.5
 

@@ -24,6 +24,7 @@ from typing import Annotated
 import numpy as np
 import torch
 from beartype.door import is_bearable
+from beartype.vale import Is
 from jaxtyping import Float, Int, Real
 from torch import Tensor
 
@@ -59,7 +60,7 @@ def predict(prompt: Prompt, q: Annotated[Float[Tensor, "{prompt.dim} {prompt.dim
 
 
 @checked
-def feature_weights(q: Float[Tensor, "d d"], features: Float[Tensor, "d K"]) -> Tensor:
+def feature_weights(q: Annotated[Float[Tensor, "d d"], checks.Finite], features: Float[Tensor, "d K"]) -> Tensor:
     """``W = V^T Q V`` (``W[m, k] = v_m^T Q v_k``) for features ``V`` of shape ``(d, K)``."""
     return features.T.to(q) @ q @ features.to(q)
 
@@ -79,8 +80,21 @@ def sample_counts(probs: Distribution, n_context: Count, n_samples: Draws, gener
 
 
 # The weights W (..., K, K) of a batch of problems and their count samples (..., S, K), integer counts allowed.
-Weights = Float[Tensor, "*B K K"]
-CountSample = Float[Tensor, "*B S K"] | Int[Tensor, "*B S K"]
+#: probabilities >= 0 summing to 1 (within 1e-6, in float64) along the last axis
+_Distributions = Is[lambda p: bool((p >= 0).all()) and bool(((p.double().sum(-1) - 1).abs() <= 1e-6).all())]
+Probs = Annotated[Float[Tensor, "*B K"], _Distributions]
+checks.describe(
+    Probs, "a float tensor", "a float tensor of shape (*B, K), probabilities >= 0 summing to 1 along the last axis"
+)
+# Counts are >= 0, and every context holds at least one token (its attention is a softmax over its tokens).
+Weights = Annotated[Float[Tensor, "*B K K"], checks.Finite]
+_Tokens = Is[lambda c: bool((c >= 0).all()) and bool((c.sum(-1) > 0).all())]
+CountSample = Annotated[Float[Tensor, "*B S K"] | Int[Tensor, "*B S K"], _Tokens]
+checks.describe(
+    CountSample,
+    "a float or integer tensor",
+    "a float or integer tensor of shape (*B, S, K), counts >= 0, no context empty",
+)
 
 
 @checked
@@ -117,7 +131,7 @@ def _per_feature_loss(w: Tensor, counts: Tensor) -> Tensor:
 
 
 @checked
-def population_loss(w: Weights, counts: CountSample, probs: Annotated[Float[Tensor, "*B K"], checks.Finite]) -> Tensor:
+def population_loss(w: Weights, counts: CountSample, probs: Probs) -> Tensor:
     """``L = sum_k p_k L_k``: the training objective (summed over a batch of independent problems, whose
     gradients then do not interact)."""
     return _population_loss(w, counts, probs)
@@ -293,7 +307,7 @@ def fit_bound(
 
 @checked
 def concentration_quantile(
-    w: Float[Tensor, "K K"],
+    w: Annotated[Float[Tensor, "K K"], checks.Finite],
     probs: Float[Tensor, " K"],
     n_context: Count,
     *,
@@ -471,9 +485,9 @@ def calibrate_bound(
 
 @checked
 def empirical_loss(
-    w: Float[Tensor, "K K"],
-    counts: Float[Tensor, "M K"] | Int[Tensor, "M K"],
-    queries: Int[Tensor, " M"],
+    w: Annotated[Float[Tensor, "K K"], checks.Finite],
+    counts: Annotated[Float[Tensor, "M K"] | Int[Tensor, "M K"], _Tokens],
+    queries: Annotated[Int[Tensor, " M"], checks.NonEmpty],
     coords: Float[Tensor, "M K"],
 ) -> Tensor:
     """The squared error on fixed prompts, ``1/(2M) sum_i (y_hat_i - y_i)^2``, in the feature coordinates: prompt

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from icl_utils import checks
-from icl_utils.checks import Count, checked
+from icl_utils.checks import Width, checked
 from icl_utils.prompts import Prompt
 
 
@@ -59,7 +59,7 @@ class QueryModel(nn.Module):
     in ``dim`` dimensions."""
 
     @checked
-    def __init__(self, dim: Count):
+    def __init__(self, dim: Width):
         super().__init__()
         self.dim = dim
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, Counts, NonNegative, Positive, Task, checked
+from icl_utils.checks import Count, Counts, Depth, NonNegative, Positive, Task, Width, checked
 from icl_utils.models.base import QueryModel
 from icl_utils.prompts import Prompt, TaskFamily
 
@@ -53,7 +53,7 @@ class FeatureAttention(AttentionOnFeatures):
 
     @checked
     def __init__(
-        self, dim: Count, width: Count, generator: torch.Generator | None = None, gamma_scale: NonNegative | None = None
+        self, dim: Width, width: Width, generator: torch.Generator | None = None, gamma_scale: NonNegative | None = None
     ):
         super().__init__(dim)
         gamma_scale = 1.0 / width if gamma_scale is None else float(gamma_scale)
@@ -82,7 +82,7 @@ class MLPAttention(AttentionOnFeatures):
 
     @checked
     def __init__(
-        self, dim: Count, n_features: Count, *, hidden: Count = 64, depth: Count = 2, input_scale: Positive = 1.0
+        self, dim: Width, n_features: Width, *, hidden: Width = 64, depth: Depth = 2, input_scale: Positive = 1.0
     ):
         super().__init__(dim)
         layers: list[nn.Module] = []
@@ -106,7 +106,7 @@ class FixedFeatureAttention(AttentionOnFeatures):
     at ``I / N``) is a parameter, so that experiments on the pretraining of ``Gamma`` leave the features out."""
 
     @checked
-    def __init__(self, features: Callable[[Tensor], Tensor], dim: int, n_features: Count):
+    def __init__(self, features: Callable[[Tensor], Tensor], dim: int, n_features: Width):
         super().__init__(dim)
         self._features = features
         self.gamma = nn.Parameter(torch.eye(n_features) / n_features)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from icl_utils import checks
-from icl_utils.checks import Count, Rate, Size, checked
+from icl_utils.checks import Depth, Rate, Size, Width, checked
 from icl_utils.models.base import evaluating
 from icl_utils.prompts import Prompt
 
@@ -33,11 +33,11 @@ from icl_utils.prompts import Prompt
 class GPTConfig:
     """Size of the transformer. ``n_context`` is the most context examples a prompt it reads may hold."""
 
-    n_dims: Count
+    n_dims: Width
     n_context: Size
-    n_embd: Count = 64
-    n_layer: Count = 4
-    n_head: Count = 4
+    n_embd: Width = 64
+    n_layer: Depth = 4
+    n_head: Width = 4
     mlp: bool = True
     dropout: Rate = 0.0
     tokens: Literal["interleaved", "paired"] = "interleaved"  # "paired": the token matrix (3.1) of Zhang et al.
@@ -52,7 +52,6 @@ class GPTConfig:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
         # the position embeddings: one row per token (a huge n_context once ended in torch's out-of-memory error)
         checks.allocation("(2 n_context + 2) * n_embd", (2 * self.n_context + 2) * self.n_embd)
-        checks.allocation("4 n_embd^2 (an MLP's weight)", 4 * self.n_embd**2)
         if not self.query_sees_itself and self.tokens != "paired":
             raise ValueError("query_sees_itself=False needs tokens='paired' (the query is then one token)")
 

@@ -30,7 +30,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, Finite, NonNegative, Real, Steps, Task, checked
+from icl_utils.checks import Count, Finite, NonNegative, Real, Steps, Task, Width, checked
 from icl_utils.estimators import _gd_plus_plus, _gd_plus_plus_moments
 from icl_utils.models.base import QueryModel, sample_memo
 from icl_utils.prompts import Prompt
@@ -100,7 +100,7 @@ class LTB(QueryModel):
     """
 
     @checked
-    def __init__(self, dim: Count, *, mlp: bool = True, mlp_width: Count | None = None, init_std: NonNegative = 0.3):
+    def __init__(self, dim: Width, *, mlp: bool = True, mlp_width: Width | None = None, init_std: NonNegative = 0.3):
         super().__init__(dim)
         e = dim + 1
         self.W_P, self.W_V, self.W_K, self.W_Q = (_param((e, e), init_std) for _ in range(4))
@@ -142,7 +142,7 @@ class GDBeta(QueryModel):
     @checked
     def __init__(
         self,
-        dim: Count,
+        dim: Width,
         *,
         learnable_init: bool = True,
         beta0: Annotated[Float[Tensor, " {dim}"], Finite] | None = None,
@@ -182,7 +182,7 @@ class GDPlusPlus(QueryModel):
     """
 
     @checked
-    def __init__(self, dim: Count, *, steps: Steps = 1, matrix_step: bool = True, lr: Real = 0.0, gamma: Real = 0.0):
+    def __init__(self, dim: Width, *, steps: Steps = 1, matrix_step: bool = True, lr: Real = 0.0, gamma: Real = 0.0):
         super().__init__(dim)
         self.steps = steps
         lr = float(lr)  # a float32 parameter, an int given or not

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, Distribution, Fraction, Several, Size, checked
+from icl_utils.checks import Distribution, Fraction, Seed, Several, Width, checked
 from icl_utils.prompts import Prompt
 
 
@@ -32,9 +32,9 @@ class DiscreteFeatures:
     ``seed``, so nothing depends on the features being coordinate vectors.
     """
 
-    dim: Count
+    dim: Width
     probs: Distribution
-    seed: Size = 0
+    seed: Seed = 0
     features: Tensor = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -21,7 +21,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, NonNegative, Positive, Samples, Size, checked
+from icl_utils.checks import Count, NonNegative, Positive, Samples, Seed, Width, checked
 from icl_utils.prompts import Prompt
 
 
@@ -51,13 +51,13 @@ class TeacherFeatures:
     ``width`` neurons have ``w ~ N(0, (scale^2 / d) I)``, ``b ~ N(0, 1)``, ``a ~ N(0, I_k)``, drawn from ``seed``;
     the whitening is computed on ``n_whiten`` inputs from the same seed."""
 
-    dim: Count
-    k: Count
-    width: Count = 16
-    rank: Count | None = None
+    dim: Width
+    k: Width
+    width: Width = 16
+    rank: Width | None = None
     scale: Positive = 2.0
     noise_std: NonNegative = 0.0
-    seed: Size = 0
+    seed: Seed = 0
     n_whiten: Samples = 2**16
     _particles: Tensor = field(default=None, init=False, repr=False, compare=False)
 

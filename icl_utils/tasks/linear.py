@@ -15,7 +15,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, NonNegative, Positive, Size, checked
+from icl_utils.checks import Count, NonNegative, Positive, Size, Width, checked
 from icl_utils.estimators import bayes_linear_regression
 from icl_utils.prompts import Prompt
 
@@ -26,7 +26,7 @@ class LinearRegression:
     """A Gaussian-prior linear-regression task family; ``None`` means zero mean or identity covariance. Inputs are
     ``N(0, x_cov)``, or uniform on ``[-x_range, x_range]^d`` when ``x_range`` is given."""
 
-    dim: Count
+    dim: Width
     noise_std: NonNegative = 0.0
     prior_mean: Annotated[Float[Tensor, " {dim}"], checks.Finite] | None = None
     prior_cov: Float[Tensor, " {dim} {dim}"] | None = None

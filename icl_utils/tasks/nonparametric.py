@@ -34,7 +34,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, NonNegative, Positive, Size, checked
+from icl_utils.checks import Count, NonNegative, Positive, Size, Width, checked
 from icl_utils.estimators import bayes_linear_regression
 from icl_utils.prompts import Prompt
 
@@ -192,7 +192,7 @@ class NonparametricTasks:
     ``noiseless_query`` the query's label is ``F(x_query)`` itself, so that a squared error is the excess risk (the
     risk above the noise level) without the noise's Monte Carlo variance: :meth:`noiseless` gives that view."""
 
-    dim: Count
+    dim: Width
     smoothness: Positive
     basis: Literal["fourier", "bspline"] = "fourier"
     n_basis: BasisSize = 64

@@ -19,7 +19,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, Finite, NonNegative, Pair, Real, Size, checked
+from icl_utils.checks import Count, Finite, NonNegative, Pair, Real, Seed, Width, checked
 from icl_utils.prompts import Prompt
 
 MAX_DEGREE = 170  # He_i is divided by sqrt(i!), and 171! overflows a float64
@@ -68,13 +68,13 @@ class SingleIndexTasks:
     independent ``g_i ~ N(0, 1)``, except ``g_k ~ N(lead_mean, 1)``, so that ``E[c_k] != 0``.
     """
 
-    dim: Count
-    subspace_dim: Count
+    dim: Width
+    subspace_dim: Width
     min_degree: Count = 2
     max_degree: Degree = 3
     noise_std: NonNegative = 0.0
     lead_mean: Real = 2.0
-    subspace_seed: Size = 0
+    subspace_seed: Seed = 0
     basis: Tensor = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
