@@ -155,6 +155,11 @@ def nonfinite_allowed() -> Iterator[None]:
         _CHECK_VALUES.reset(token)
 
 
+def values_checked() -> bool:
+    """Whether prompts' values are checked here, that is, outside :func:`nonfinite_allowed`."""
+    return _CHECK_VALUES.get()
+
+
 def finite(name: str, value: Tensor) -> Tensor:
     """``value`` itself, or a ValueError naming it when it holds a NaN or an infinity."""
     if not bool(finite_flag(value)):

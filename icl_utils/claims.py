@@ -384,6 +384,12 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _fields(name: str, record: dict, fields: tuple[str, ...]) -> None:
+    """A ValueError naming ``name`` when the record lacks one of ``fields`` (a hand-made or older record)."""
+    if missing := [f for f in fields if f not in record]:
+        raise ValueError(f"{name} must be a claim's (or ledger's) JSON record; it lacks {missing}")
+
+
 @checked
 def table(claims: Sequence[Claim | dict]) -> str:
     """A markdown table of claims (or their JSON records): claim, figure, measured, check and its origin, controls
@@ -392,8 +398,9 @@ def table(claims: Sequence[Claim | dict]) -> str:
         "| claim | measured | check (origin of the bound) | controls (value; fails?) | status |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for c in claims:
+    for i, c in enumerate(claims):
         d = c.as_dict() if isinstance(c, Claim) else c
+        _fields(f"claims[{i}]", d, ("id", "statement", "source", "value", "check", "tolerance_origin", "controls"))
         measured = _fmt(d["value"])
         if d.get("interval"):
             measured += f" [{_fmt(d['interval'][0])}, {_fmt(d['interval'][1])}]"
@@ -422,7 +429,12 @@ def load(folder: str | os.PathLike | None = None) -> dict[str, dict]:
     folder = claims_dir() if folder is None else Path(folder)
     out = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        record = json.loads(path.read_text())
+        try:
+            record = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"folder holds {path.name}, which is not JSON: {err}") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"folder holds {path.name}, a JSON {type(record).__name__}, not a ledger's record")
         out[record.get("chapter", path.stem)] = record
     return out
 
@@ -440,6 +452,7 @@ def overview(chapters: list[str] | tuple[str, ...], ledgers: Mapping[str, dict])
         if record is None:
             rows.append(f"| {link} | not yet migrated to a ledger | | | |")
             continue
+        _fields(f"ledgers[{chapter!r}]", record, ("mode", "device", "commit", "date", "claims"))
         runs.append(f"| {link} | {record['mode']} | {record['device']} | {record['commit']} | {record['date']} |")
         if record.get("problems"):
             rows.append(f"| {link} | **the ledger fails**: {_cell('; '.join(record['problems']))} | | | |")

@@ -178,8 +178,8 @@ def get_device() -> torch.device:
 def _seed(seed: object) -> int:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if not 0 <= seed < 2**63:  # torch overflows past 64 bits; negative seeds wrap around
-        raise ValueError(f"seed must be in [0, 2^63), got {seed}")
+    if not -(2**63) <= seed < 2**64:  # torch's range (a negative seed wraps around); past it, torch's overflow
+        raise ValueError(f"seed must be in [-2^63, 2^64), got {seed}")
     return int(seed)
 
 

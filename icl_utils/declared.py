@@ -48,7 +48,7 @@ Reps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.
 #: above :mod:`icl_utils.config`'s limits at once, not after torch has tried to allocate the weights
 Width = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_WIDTH]]
 Depth = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_DEPTH]]
-#: a generator's seed (torch takes 64 bits; seeds derived from it add small offsets)
+#: a generator's seed: an int >= 0 that a signed 64-bit integer holds (torch's and numpy's seeds take it)
 Seed = Annotated[int, Is[lambda v: not isinstance(v, bool) and 0 <= v < 2**63]]
 #: two or more (features, points of a prompt)
 Several = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 2]]

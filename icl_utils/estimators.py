@@ -139,9 +139,13 @@ def one_step_gd(prompt: Prompt, lr: NonNegative) -> Tensor:
 
 
 def _finite(pred: Tensor, arguments: str) -> Tensor:
-    """``pred``, refused when a step size made it overflow (a finite prompt and a diverging recursion)."""
-    if not bool(checks.finite_flag(pred)):
-        raise ValueError(f"{arguments} made the predictions overflow to inf or NaN: take a smaller step")
+    """``pred``, refused when the step made it overflow on a prompt checked finite (a diverging recursion); inside
+    :func:`~icl_utils.checks.nonfinite_allowed` a NaN prompt's NaN prediction is returned, as documented."""
+    if checks.values_checked() and not bool(checks.finite_flag(pred)):
+        raise ValueError(
+            f"{arguments} made the predictions overflow to inf or NaN in {pred.dtype} on these prompts: take a "
+            "smaller step or rescale the prompts"
+        )
     return pred
 
 
@@ -211,7 +215,7 @@ def gd_plus_plus(
         torch.tensor(gamma, dtype=torch.float64, device=dev),
         steps,
     )
-    return _finite(pred.to(prompt.x.dtype), f"lr and gamma = {gamma} (over {steps} steps)")
+    return _finite(pred.to(prompt.x.dtype), f"lr = {lr.tolist()} and gamma = {gamma} (over {steps} steps)")
 
 
 def averaging(prompt: Prompt) -> Tensor:

@@ -23,13 +23,13 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, Counts, NonNegative, Positive, Samples, Seed, Steps, checked
+from icl_utils.checks import Count, Counts, NonNegative, Positive, Samples, Seed, Steps, Width, checked
 from icl_utils.tasks.linear import LinearRegression
 from icl_utils.tasks.nonparametric import NonparametricTasks
 
 
 @checked
-def optimal_gd_lr(n: Count, dim: Count, noise_var: NonNegative, prior_var: Positive = 1.0) -> float:
+def optimal_gd_lr(n: Count, dim: Width, noise_var: NonNegative, prior_var: Positive = 1.0) -> float:
     """The step size minimizing the risk of :func:`~icl_utils.estimators.one_step_gd` for ``x ~ N(0, I)``, ``w ~ N(0,
     prior_var I)``.
 

@@ -31,6 +31,7 @@ from icl_utils.checks import (
     Reals,
     Seed,
     Size,
+    Width,
     checked,
     declare,
     describe,
@@ -696,7 +697,7 @@ def plot_lines(
 def plot_error_per_dimension(
     curves: ErrorCurves,
     *,
-    dim: Count,
+    dim: Width,
     noise_var: NonNegative,
     ylim: Limits | None = None,
     logy: bool = True,

@@ -66,6 +66,12 @@ class Prompt:
     def from_points(cls, xs: Tensor, ys: Tensor) -> Prompt:
         """The prompt whose ``n + 1`` labelled points are ``xs`` ``(B, n+1, d)`` and ``ys`` ``(B, n+1)``, the last
         one the query: how every sampler builds its prompts."""
+        # by hand, not declared: every sampler calls it at every training step
+        if not isinstance(xs, Tensor) or not isinstance(ys, Tensor) or xs.ndim != 3 or ys.shape != xs.shape[:2]:
+            said = [tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__ for t in (xs, ys)]
+            raise ValueError(
+                f"xs and ys must be tensors of shape (B, n+1, d) and (B, n+1), got {said[0]} and {said[1]}"
+            )
         return cls(x=xs[:, :-1], y=ys[:, :-1], x_query=xs[:, -1], y_query=ys[:, -1])
 
     def points(self) -> tuple[Tensor, Tensor]:

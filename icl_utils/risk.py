@@ -467,12 +467,20 @@ def bootstrap_interval(
     ``(nan, nan)``, which no claim passes."""
     groups = [np.asarray(g) for g in groups]
     rng = np.random.default_rng(seed)
-    draws = np.array([statistic(*_resample(groups, rng)) for _ in range(reps)], dtype=float)
+    estimate = _real(statistic(*groups))
+    draws = np.array([_real(statistic(*_resample(groups, rng))) for _ in range(reps)])
     if np.isnan(draws).any():
-        return float(statistic(*groups)), math.nan, math.nan
+        return estimate, math.nan, math.nan
     # Order statistics, not interpolation: an infinite draw must not turn a quantile into nan.
     low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
-    return float(statistic(*groups)), float(low), float(high)
+    return estimate, float(low), float(high)
+
+
+def _real(value: object) -> float:
+    """A statistic's value as a float, or a TypeError naming ``statistic``."""
+    if isinstance(value, (str, bytes, bool)) or np.ndim(value) != 0:
+        raise TypeError(f"statistic must return one real number, got {value!r:.80}")
+    return float(value)
 
 
 @torch.no_grad()

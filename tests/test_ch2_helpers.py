@@ -166,6 +166,9 @@ def test_fit_saddle_escape_recovers_an_exponential_on_the_plateau():
     short = GDHistory(steps=steps, records={"loss": np.where(steps < 30, 2.0, 0.01), "spread": spread})
     with pytest.raises(ValueError, match="no plateau to fit"):
         mf.fit_saddle_escape(short)
+    flat = GDHistory(steps=steps, records={"loss": loss, "spread": 0 * spread})  # neurons that never split: NaN
+    with pytest.raises(ValueError, match="spread must be > 0 on the plateau"):
+        mf.fit_saddle_escape(flat)
 
 
 def test_mixture_is_the_mixed_network_and_the_path_ends_at_zero(problem):

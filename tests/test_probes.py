@@ -9,6 +9,9 @@ risks and settings. ``test_the_suite_is_large`` keeps the count honest; test_val
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -1878,8 +1881,12 @@ case(
         FeatureAttention(1, 4, generator=gen()), NonparametricTasks(dim=1, smoothness=1.0), 4, [8], 10**7, gen()
     ),
 )
-case("gd_plus_plus a diverging curvature", "gamma", lambda: est.gd_plus_plus(prompt(), 1.0, 50.0, steps=60))
-case("one_step_gd lr 1e300", "lr", lambda: est.one_step_gd(prompt(), 1e300))
+case(
+    "gd_plus_plus a diverging curvature",
+    r"lr = 1.0 and gamma = 50.0 .* made the predictions overflow",
+    lambda: est.gd_plus_plus(prompt(), 1.0, 50.0, steps=60),
+)
+case("one_step_gd lr 1e300", r"lr = 1e\+300 made the predictions overflow", lambda: est.one_step_gd(prompt(), 1e300))
 W3, C3 = torch.zeros(3, 3), torch.tensor([[1.0, 0.0, 2.0]])
 case("sa.feature_attention a negative count", "counts must be", lambda: sa.feature_attention(W3, -C3))
 case("sa.feature_attention an empty context", "counts must be", lambda: sa.feature_attention(W3, 0 * C3))
@@ -1924,6 +1931,45 @@ case("cpu_busy a negative time", "seconds must be in", lambda: config.cpu_busy(-
 case("cpu_busy NaN", "seconds must be in", lambda: config.cpu_busy(NAN))
 case("cpu_busy a str", "seconds must be a number", lambda: config.cpu_busy("0.3"))
 case("prompts_per_chunk negative", "values_per_prompt must be >= 0", lambda: config.prompts_per_chunk(-5))
+
+case(
+    "bootstrap_interval a statistic of arrays",
+    "statistic must return one real number",
+    lambda: risk.bootstrap_interval(lambda g: g, [np.ones(4)]),
+)
+case(
+    "bootstrap_interval a statistic of text",
+    "statistic must return one real number",
+    lambda: risk.bootstrap_interval(lambda g: "x", [np.ones(4)]),
+)
+case("claims.table a record without a value", r"claims\[0\] must be .* lacks", lambda: claims.table([{"id": "a"}]))
+case(
+    "claims.overview a record without a mode",
+    r"ledgers\['x'\] must be .* lacks",
+    lambda: claims.overview(["x"], {"x": {"chapter": "x"}}),
+)
+case(
+    "Prompt.from_points ys of another length",
+    "xs and ys must be",
+    lambda: Prompt.from_points(torch.zeros(2, 3, 2), torch.zeros(2, 4)),
+)
+case("Prompt.from_points 2-d xs", "xs and ys must be", lambda: Prompt.from_points(torch.zeros(2, 3), torch.zeros(2, 3)))
+case("Prompt.from_points lists", "xs and ys must be", lambda: Prompt.from_points([[0.0]], [[0.0]]))
+case(
+    "sigmoid_network float64 particles at float32 inputs",
+    "x must have the particles' dtype",
+    lambda: sigmoid_network(torch.zeros(3, 4, dtype=torch.float64), torch.zeros(5, 2), 1),
+)
+
+
+def _load_from(text: str) -> dict:
+    folder = Path(tempfile.mkdtemp())
+    (folder / "x.json").write_text(text)
+    return claims.load(folder)
+
+
+case("claims.load invalid JSON", "folder holds x.json, which is not JSON", lambda: _load_from("{a"))
+case("claims.load a JSON list", "folder holds x.json, a JSON list", lambda: _load_from("[1]"))
 
 
 def _nan_model() -> LTB:

@@ -122,7 +122,7 @@ def test_from_points_makes_the_last_point_the_query(gen):
     assert torch.equal(back_x, xs) and torch.equal(back_y, ys)
     alone = Prompt.from_points(xs[:, :1], ys[:, :1])  # one point: the query alone, n = 0
     assert alone.n_context == 0 and torch.equal(alone.x_query, xs[:, 0])
-    with pytest.raises(ValueError, match="y must be a float tensor of shape"):
+    with pytest.raises(ValueError, match=r"xs and ys must be tensors of shape .* got \(4, 6, 3\) and \(4, 5\)"):
         Prompt.from_points(xs, ys[:, :5])
 
 

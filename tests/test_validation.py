@@ -7,7 +7,7 @@ import torch
 
 from icl_utils import checks, risk
 from icl_utils.dynamics import softmax_attention as sa
-from icl_utils.estimators import bayes_linear_regression, kernel_ridge, ridge
+from icl_utils.estimators import bayes_linear_regression, gd_plus_plus, kernel_ridge, one_step_gd, ridge
 from icl_utils.gd import gradient_descent
 from icl_utils.models import LTB, FeatureAttention, GDBeta, GPTConfig, ICLTransformer, MLPAttention
 from icl_utils.models.feature_attention import one_step_feature_update, two_stage_fit
@@ -261,8 +261,12 @@ def test_nonfinite_values_can_be_allowed_explicitly():
         ridge(bad, 1.0)
     with checks.nonfinite_allowed():
         assert torch.isnan(ridge(bad, 1.0)).all()
+        # the estimators that refuse a prediction their step made overflow let this one through, as ridge does
+        assert torch.isnan(one_step_gd(bad, 0.5)).all() and torch.isnan(gd_plus_plus(bad, 0.5, 0.1, steps=2)).all()
     with pytest.raises(ValueError, match=r"prompt.y holds"):
         ridge(bad, 1.0)
+    with pytest.raises(ValueError, match=r"prompt.y holds"):
+        one_step_gd(bad, 0.5)
 
 
 def test_two_layer_network_computes_in_the_prompts_dtype():

@@ -793,6 +793,8 @@ def fit_saddle_escape(history: GDHistory, student: Size | None = None) -> Saddle
     if plateau_end < 6:
         raise ValueError(f"no plateau to fit: the loss went {loss[0]:.3f} -> {loss[-1]:.3f} in {steps[-1]} steps")
     grow = slice(plateau_end // 3, plateau_end)
+    if not (spread[grow] > 0).all():  # a spread of 0 (coincident neurons that never split) has no logarithm
+        raise ValueError(f"history's spread must be > 0 on the plateau to fit its growth, got {spread[grow].min()}")
     rate, offset = np.polyfit(steps[grow], np.log(spread[grow]), 1)
     r2 = np.corrcoef(steps[grow], np.log(spread[grow]))[0, 1] ** 2
     return SaddleEscape(steps, loss, spread, plateau_end, rate, offset, r2)

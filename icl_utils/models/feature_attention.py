@@ -106,7 +106,7 @@ class FixedFeatureAttention(AttentionOnFeatures):
     at ``I / N``) is a parameter, so that experiments on the pretraining of ``Gamma`` leave the features out."""
 
     @checked
-    def __init__(self, features: Callable[[Tensor], Tensor], dim: int, n_features: Width):
+    def __init__(self, features: Callable[[Tensor], Tensor], dim: Width, n_features: Width):
         super().__init__(dim)
         self._features = features
         self.gamma = nn.Parameter(torch.eye(n_features) / n_features)

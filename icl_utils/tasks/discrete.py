@@ -43,7 +43,6 @@ class DiscreteFeatures:
         if probs.numel() > dim:
             raise ValueError(f"at most dim={dim} orthonormal features fit in R^{dim}, got K={probs.numel()}")
         object.__setattr__(self, "probs", probs)
-        checks.allocation("dim * dim", dim * dim, torch.float64)  # the random frame
         gen = torch.Generator().manual_seed(self.seed)
         frame, _ = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=torch.float64))
         object.__setattr__(self, "features", frame[:, : probs.numel()])

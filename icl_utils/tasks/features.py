@@ -37,6 +37,8 @@ def sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
     dim = particles.shape[-1] - k - 1
     if not isinstance(x, Tensor) or x.ndim < 1 or dim < 1 or x.shape[-1] != dim:
         raise ValueError(f"x must have last dimension d = {dim} to match particles of width k + d + 1 with k = {k}")
+    if x.dtype != particles.dtype:
+        raise TypeError(f"x must have the particles' dtype {particles.dtype}, got {x.dtype}")
     a, w, b = particles[..., :k], particles[..., k:-1], particles[..., -1]
     squeeze = x.ndim == 1
     x = x[None] if squeeze else x

@@ -86,7 +86,6 @@ class SingleIndexTasks:
         object.__setattr__(self, "noise_std", float(self.noise_std))
         if self.lead_mean == 0:
             raise ValueError(f"lead_mean must be a non-zero number (E[c_k] != 0), got {self.lead_mean}")
-        checks.allocation("dim * subspace_dim", dim * r, torch.float64)  # the subspace's basis
         g = torch.Generator().manual_seed(self.subspace_seed)
         basis, _ = torch.linalg.qr(torch.randn(dim, r, generator=g, dtype=torch.float64))
         object.__setattr__(self, "basis", basis)
