@@ -118,7 +118,7 @@ class TrainConfig:
         return min((step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(step, self.steps) / self.steps)))
 
 
-#: per-step losses: one per step, or one per step and model trained together
+# per-step losses: one per step, or one per step and model trained together (a comment, not an autodoc member)
 Losses = Annotated[Real[np.ndarray, " T *S"], Finite]
 
 

@@ -709,7 +709,7 @@ def run_gradient_descent(
     return MeanFieldRun(particles, None, history, hook.events if hook is not None else [])
 
 
-#: one label >= 0 per particle
+# one label >= 0 per particle (a comment, not an autodoc member: Sphinx cannot resolve the jaxtyping type)
 Labels = Annotated[Int[Tensor, " M"], Is[lambda g: bool((g >= 0).all())]]
 checks.describe(Labels, "an integer tensor", "an integer tensor of shape (M,) of labels >= 0")
 
