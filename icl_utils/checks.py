@@ -7,10 +7,10 @@ semi-definite) is checked by the helpers below."""
 
 from __future__ import annotations
 
-import contextvars
+import inspect
 import numbers
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
@@ -20,25 +20,32 @@ from torch import Tensor
 
 from icl_utils import config
 from icl_utils.declared import (  # noqa: F401  re-exported: the package declares its checks from here
+    _CHECK_VALUES,
     Count,
     Counts,
     Depth,
     Distribution,
     Draws,
     Finite,
+    FloatDtype,
     Fraction,
+    Integer,
     NonEmpty,
     NonNegative,
+    Offset,
     Pair,
     Positive,
     Positives,
+    PositiveScale,
     Probability,
     Rate,
     Real,
     Reals,
     Reps,
     Samples,
+    Scale,
     Seed,
+    Series,
     Several,
     Size,
     Steps,
@@ -50,11 +57,12 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     finite_flag,
     mapping_of,
     refusal,
+    same_dtype,
     sequence_of,
+    values_checked,
 )
 from icl_utils.prompts import Prompt, TaskFamily
 
-_CHECK_VALUES = contextvars.ContextVar("icl_utils_check_values", default=True)
 #: a task family (``dim`` and ``sample(batch, n, generator)``) whose ``dim`` is an int
 Task = Annotated[TaskFamily, Is[lambda t: isinstance(t.dim, numbers.Integral) and not isinstance(t.dim, bool)]]
 describe(Task, "a task family (dim and sample(batch, n, generator))", "a task family whose dim is an int")
@@ -96,6 +104,11 @@ def psd_matrix(name: str, value: object, dim: int) -> Tensor:
         raise ValueError(f"{name} must be symmetric")
     if torch.linalg.eigvalsh(t).min().item() < -1e-8 * scale:
         raise ValueError(f"{name} must be positive semi-definite")
+    if t.diagonal().max().item() > config.MAX_SCALE**2:  # a variance: a scale squared
+        raise ValueError(
+            f"{name} must have variances at most config.MAX_SCALE^2 = {config.MAX_SCALE**2:.0e}, got "
+            f"{t.diagonal().max().item():.3g}"
+        )
     return t
 
 
@@ -105,15 +118,15 @@ def psd_sqrt(cov: Tensor) -> Tensor:
     return evecs @ torch.diag(evals.clamp(min=0).sqrt()) @ evecs.T
 
 
-def prompt_fits(prompt_x: Tensor, module: torch.nn.Module) -> None:
-    """Raise a ValueError unless a prompt (given by its ``x``) is on the device and of the dtype of ``module``'s
-    parameters: torch would otherwise fail deep inside a matrix product."""
+def prompt_fits(prompt_x: Tensor, module: torch.nn.Module, name: str = "prompt") -> None:
+    """Raise a ValueError unless a prompt (given by its ``x``; or the inputs ``name``) is on the device and of the
+    dtype of ``module``'s parameters: torch would otherwise fail deep inside a matrix product."""
     param = next(module.parameters(), None)
     if param is None:
         return
     if prompt_x.device.type != param.device.type or prompt_x.dtype != param.dtype:
         raise ValueError(
-            f"prompt is {prompt_x.dtype} on {prompt_x.device} but the model's parameters are {param.dtype} on "
+            f"{name} is {prompt_x.dtype} on {prompt_x.device} but the model's parameters are {param.dtype} on "
             f"{param.device}; move or convert one of them (model.to(device), or sample with a generator there)"
         )
 
@@ -155,11 +168,6 @@ def nonfinite_allowed() -> Iterator[None]:
         _CHECK_VALUES.reset(token)
 
 
-def values_checked() -> bool:
-    """Whether prompts' values are checked here, that is, outside :func:`nonfinite_allowed`."""
-    return _CHECK_VALUES.get()
-
-
 def finite(name: str, value: Tensor) -> Tensor:
     """``value`` itself, or a ValueError naming it when it holds a NaN or an infinity."""
     if not bool(finite_flag(value)):
@@ -183,7 +191,9 @@ def prompt(value: object, name: str = "prompt", *, finite: bool = True) -> Promp
     pass, which must not sync inside a training step) or inside :func:`nonfinite_allowed`."""
     if not isinstance(value, Prompt):
         raise TypeError(f"{name} must be an icl_utils.Prompt, got {type(value).__name__}")
-    if finite and _CHECK_VALUES.get():
+    if value.dim == 0:
+        raise ValueError(f"{name} must have inputs of at least one coordinate, got d = 0")
+    if finite and values_checked():
         bad_fields = nonfinite_names({f: getattr(value, f) for f in ("x", "y", "x_query", "y_query")})
         if bad_fields:
             field = bad_fields[0]
@@ -194,6 +204,33 @@ def prompt(value: object, name: str = "prompt", *, finite: bool = True) -> Promp
                 "drop those prompts, or wrap the call in icl_utils.checks.nonfinite_allowed()"
             )
     return value
+
+
+def takes(fn: Callable, count: int, name: str, what: str) -> None:
+    """A TypeError naming ``name`` unless the callable ``fn`` can be called with ``count`` positional arguments
+    (``what`` says them), before a loop calls it and fails at its first step; a callable whose signature Python
+    cannot read (some builtins) passes."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*range(count))
+    except TypeError:
+        raise TypeError(f"{name} must take {what}, got a callable of signature {signature}") from None
+
+
+def predictions_of(fn: Callable[[Prompt], object], prompt: Prompt, name: str) -> object:
+    """``fn(prompt)``, where ``fn`` is the argument ``name`` (a model, an estimator): a TypeError or AttributeError
+    that the call raises is raised again naming ``name``, since it typically means that ``fn`` does not read a
+    Prompt (an ``nn.Linear`` takes tensors); the original error is kept, chained and quoted."""
+    try:
+        return fn(prompt)
+    except (TypeError, AttributeError) as err:
+        raise TypeError(
+            f"{name} must take an icl_utils.Prompt and return its predictions; calling it raised "
+            f"{type(err).__name__}: {err}"
+        ) from err
 
 
 def finite_losses(losses: Tensor, first_step: int) -> None:

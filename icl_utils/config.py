@@ -13,7 +13,7 @@ from __future__ import annotations
 import numbers
 import os
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -72,6 +72,8 @@ def chapter_env(environ: dict[str, str] | os._Environ) -> dict[str, str]:
     """The environment for a process that executes a chapter: ``environ`` with :data:`CHAPTER_ENV`, and with
     :data:`BUSY_ENV` when the machine is busy now (measured by :func:`cpu_busy` while the caller waits) unless
     ``environ`` sets OpenMP's waiting itself. Neither changes a number the chapter computes, only how fast."""
+    if not isinstance(environ, Mapping):  # config sits below the declared checks: a hand check
+        raise TypeError(f"environ must be a mapping of names to values (os.environ), got {type(environ).__name__}")
     env = {**environ, **CHAPTER_ENV}
     if "GOMP_SPINCOUNT" not in environ and "OMP_WAIT_POLICY" not in environ:
         busy = cpu_busy()
@@ -99,6 +101,12 @@ MAX_REPS = 10**6
 #: the widest dimension of a model or task (a width x width float32 matrix is 1 GiB) and the most layers
 MAX_WIDTH = 2**14
 MAX_DEPTH = 2**10
+#: the largest scale of a task's inputs, weights, labels or noise (a standard deviation, a range, a mean): the
+#: products that a prompt's label and a squared error form in float32 stay finite (1e6 * 1e6 summed over
+#: MAX_WIDTH coordinates, squared, is 1e28 of float32's 3.4e38), where a scale of 1e39 gave inf and NaN labels
+MAX_SCALE = 1e6
+#: the most series or panels one figure draws (beyond it, colours cannot be told apart nor a legend read)
+MAX_SERIES = 2**10
 T = TypeVar("T")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections.abc
 import contextlib
+import contextvars
 import functools
 import inspect
 import itertools
@@ -48,8 +49,12 @@ Reps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.
 #: above :mod:`icl_utils.config`'s limits at once, not after torch has tried to allocate the weights
 Width = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_WIDTH]]
 Depth = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_DEPTH]]
+#: how many series or panels a figure draws: refused above :mod:`icl_utils.config`'s limit
+Series = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_SERIES]]
 #: a generator's seed: an int >= 0 that a signed 64-bit integer holds (torch's and numpy's seeds take it)
 Seed = Annotated[int, Is[lambda v: not isinstance(v, bool) and 0 <= v < 2**63]]
+#: any int, but not a bool (a shift, an offset)
+Integer = Annotated[int, Is[lambda v: not isinstance(v, bool)]]
 #: two or more (features, points of a prompt)
 Several = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 2]]
 #: draws of which a spread is computed (a standard error needs two)
@@ -60,12 +65,18 @@ NonNegative = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <
 Real = Annotated[float, Is[lambda v: not isinstance(v, bool) and math.isfinite(v)]]
 Probability = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <= 1]]
 Fraction = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v < 1]]
+#: a task's scale (a noise level, an input range, a mean): refused above :mod:`icl_utils.config`'s MAX_SCALE
+Scale = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <= config.MAX_SCALE]]
+PositiveScale = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v <= config.MAX_SCALE]]
+Offset = Annotated[float, Is[lambda v: not isinstance(v, bool) and -config.MAX_SCALE <= v <= config.MAX_SCALE]]
 #: a rate in [0, 1) (dropout)
 Rate = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v < 1]]
 #: a non-empty tuple or list of such numbers, every item checked (beartype checks one random item of a container)
 Counts = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Count) for x in v)]]
 Positives = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Positive, conf=_CONF) for x in v)]]
 Reals = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Real, conf=_CONF) for x in v)]]
+#: a floating-point dtype (torch.float32, torch.float64, ...): the dtype of a sample or of parameters
+FloatDtype = Annotated[torch.dtype, Is[lambda d: d.is_floating_point]]
 #: a tensor with at least one entry along its first axis (a batch of at least one)
 NonEmpty = Is[lambda t: len(t) > 0]
 #: a tensor with at least two entries along its first axis (a spread over them)
@@ -91,6 +102,15 @@ _REDUCIBLE = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 #: a tensor or numpy array without NaN or infinite values (one pass over it, and a host sync on a GPU)
 Finite = Is[lambda t: bool(finite_flag(t) if isinstance(t, Tensor) else np.isfinite(t).all())]
 
+# off inside checks.nonfinite_allowed(): the values of prompts and predictions are then not checked finite
+_CHECK_VALUES = contextvars.ContextVar("icl_utils_check_values", default=True)
+
+
+def values_checked() -> bool:
+    """Whether values are checked finite here, that is, outside :func:`icl_utils.checks.nonfinite_allowed`."""
+    return _CHECK_VALUES.get()
+
+
 _TYPECHECK = beartype(conf=_CONF)
 F = TypeVar("F", bound=Callable)
 T = TypeVar("T")
@@ -104,14 +124,20 @@ _DESCRIBED = {
     Width: ("an int", f"in [1, {config.MAX_WIDTH}] (config.MAX_WIDTH)"),
     Depth: ("an int", f"in [1, {config.MAX_DEPTH}] (config.MAX_DEPTH)"),
     Seed: ("an int", "in [0, 2^63)"),
+    Series: ("an int", f"in [1, {config.MAX_SERIES}] (config.MAX_SERIES)"),
+    Integer: ("an int", "an int, not a bool"),
     Several: ("an int", ">= 2"),
     Samples: ("an int", f"in [2, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)"),
+    FloatDtype: ("a torch.dtype", "a floating-point torch.dtype (torch.float32 or torch.float64)"),
     Positive: ("a real number", "> 0 and finite"),
     NonNegative: ("a real number", ">= 0 and finite"),
     Real: ("a real number", "finite"),
     Probability: ("a real number", "in [0, 1]"),
     Fraction: ("a real number", "in (0, 1)"),
     Rate: ("a real number", "in [0, 1)"),
+    Scale: ("a real number", f"in [0, {config.MAX_SCALE:.0e}] (config.MAX_SCALE)"),
+    PositiveScale: ("a real number", f"in (0, {config.MAX_SCALE:.0e}] (config.MAX_SCALE)"),
+    Offset: ("a real number", f"in [-{config.MAX_SCALE:.0e}, {config.MAX_SCALE:.0e}] (config.MAX_SCALE)"),
     Counts: ("a tuple or list", "a non-empty tuple or list of ints >= 1"),
     Positives: ("a tuple or list", "a non-empty tuple or list of numbers > 0 and finite"),
     Reals: ("a tuple or list", "a non-empty tuple or list of finite numbers"),
@@ -376,3 +402,26 @@ def checked(fn: F) -> F:
             raise error from None
 
     return call
+
+
+def same_dtype(*names: str) -> Callable[[F], F]:
+    """A decorator (above :func:`checked`) that declares that the tensor arguments ``names`` share one dtype: a
+    mix is a TypeError naming the first argument that differs from the first given, not torch's error from
+    inside a matrix product. Arguments that are not tensors (None, say) are left to the other checks."""
+
+    def decorate(fn: F) -> F:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            bound = signature.bind_partial(*args, **kwargs).arguments
+            tensors = [(n, bound[n]) for n in names if isinstance(bound.get(n), Tensor)]
+            for name, t in tensors[1:]:
+                if t.dtype != tensors[0][1].dtype:
+                    first, dtype = tensors[0][0], tensors[0][1].dtype
+                    raise TypeError(f"{name} must have the dtype of {first}, {dtype}, got {t.dtype}")
+            return fn(*args, **kwargs)
+
+        return call
+
+    return decorate

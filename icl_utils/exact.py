@@ -174,6 +174,8 @@ def _moments(
     nodes, basis = _quadrature(task, points)
     owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
     param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
+    if isinstance(getattr(owner, "dim", None), int) and owner.dim != task.dim:
+        raise ValueError(f"features must read inputs of task.dim = {task.dim}, but its model reads dim={owner.dim}")
     # A copy: the nodes are kept for later calls, and a feature map may write into its input.
     phi = features(nodes.clone() if param is None else nodes.to(param.device, param.dtype, copy=True))
     phi = phi.double().cpu()

@@ -84,6 +84,21 @@ def _step_sizes(lr: object, blocks: dict[str, Tensor]) -> dict[str, float]:
     return {name: float(lr[name]) for name in blocks}
 
 
+def _recorded(name: str, value: object) -> np.ndarray:
+    """A recorded quantity as a numpy array, or a TypeError naming ``record``."""
+    try:
+        return torch.as_tensor(value).detach().cpu().numpy().copy()
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"record must return a dict of tensors or numbers, got {name!r}: {value!r:.60}") from err
+
+
+def _truth(value: object) -> bool:
+    """``until``'s answer as a bool, or a TypeError naming ``until``: an array would be true or false by chance."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (Tensor, np.ndarray)) and value.ndim == 0):
+        return bool(value)
+    raise TypeError(f"until must return True or False, got {value!r:.80}")
+
+
 @checked
 def gradient_descent(
     loss_fn: Callable[[Params], Tensor],
@@ -112,6 +127,14 @@ def gradient_descent(
     The losses stay on the device and are checked at each record: a NaN or infinite loss raises a
     ``FloatingPointError`` naming the first such step, without a host sync at every step (one per record).
     """
+    checks.takes(loss_fn, 1, "loss_fn", "one argument (the parameters)")
+    for fn, name, count, what in (
+        (record, "record", 1, "one argument (the parameters)"),
+        (hook, "hook", 3, "three arguments (step, parameters, loss)"),
+        (until, "until", 1, "one argument (the record)"),
+    ):
+        if fn is not None:
+            checks.takes(fn, count, name, what)
     blocks = _blocks(init)
     sizes = _step_sizes(lr, blocks)
     params = {name: t.detach().clone().requires_grad_(True) for name, t in blocks.items()}
@@ -152,13 +175,13 @@ def gradient_descent(
             recorded = record(theta)
             if not isinstance(recorded, Mapping):
                 raise TypeError(f"record must return a dict of tensors, got {type(recorded).__name__}")
-            values = {name: torch.as_tensor(value).detach().cpu().numpy().copy() for name, value in recorded.items()}
+            values = {name: _recorded(name, value) for name, value in recorded.items()}
         if records_loss:
             checks.finite_losses(torch.as_tensor(values["loss"])[None], first_step=step)
         for name, value in values.items():
             kept.setdefault(name, []).append(value)
         kept_steps.append(step)
-        return until is not None and bool(until(values))
+        return until is not None and _truth(until(values))
 
     stopped = False
     for step in progress_bar(range(steps), desc=desc, enabled=progress):
@@ -168,7 +191,12 @@ def gradient_descent(
         try:
             loss = evaluate()
             grads = torch.autograd.grad(loss, list(params.values()))
-        except (RuntimeError, ValueError):  # a factorization or a check that fails on diverged parameters
+        except (RuntimeError, ValueError) as err:  # a factorization or a check that fails on diverged parameters
+            if "does not require grad" in str(err) or "not have been used in the graph" in str(err):
+                raise ValueError(
+                    f"loss_fn must depend on every block of init (each gets a gradient step), "
+                    f"differentiably: {str(err).splitlines()[0]}"
+                ) from err
             check_finite(step)
             check_parameters(step)
             raise

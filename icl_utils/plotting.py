@@ -8,7 +8,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Annotated
+from typing import Annotated, Literal
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, Locator, MaxNLocator
 from torch import Tensor
 
+from icl_utils import checks
 from icl_utils.checks import (
     Count,
     NonNegative,
@@ -30,6 +31,7 @@ from icl_utils.checks import (
     Real,
     Reals,
     Seed,
+    Series,
     Size,
     Width,
     checked,
@@ -100,13 +102,15 @@ def method_color(label: str) -> str | None:
 @checked
 def shade(color: Colour, i: Size, n: Count) -> str:
     """The ``i``-th of ``n`` shades of ``color``, from the colour itself to a mix with 45% white."""
+    if i >= n:
+        raise ValueError(f"i must be below n = {n} (the {i}th of {n} shades), got {i}")
     rgb = np.asarray(matplotlib.colors.to_rgb(color))
     t = 0.45 * i / max(n - 1, 1)
     return matplotlib.colors.to_hex((1 - t) * rgb + t)
 
 
 @checked
-def series_colors(n: Size) -> list[str]:
+def series_colors(n: Series | Literal[0]) -> list[str]:
     """``n`` colours of :data:`SERIES_MAP` for series that are not methods, dark to light."""
     stops = np.linspace(0.0, 0.75, n) if n > 1 else np.zeros(n)
     return [matplotlib.colors.to_hex(c) for c in plt.get_cmap(SERIES_MAP)(stops)]
@@ -210,7 +214,9 @@ ErrorCurves = mapping_of(
     lambda t: isinstance(t, Float[Tensor, "_ _"]) and len(t) >= 2 and bool(torch.isfinite(t).all()),
     "finite float tensors (B, K) with B >= 2",
 )
-Trainings = mapping_of(TrainHistory, "icl_utils.TrainHistory")
+Trainings = mapping_of(
+    lambda h: isinstance(h, TrainHistory) and len(h.losses) > 0, "icl_utils.TrainHistory of at least one step"
+)
 Descents = mapping_of(GDHistory, "icl_utils.GDHistory")
 # (the tags keep the declarations apart: each has its own words)
 _ORDERED = Is[lambda v: v[0] < v[1]]
@@ -562,9 +568,14 @@ def plot_error_curves(
     lengths = {name: errors.shape[1] for name, errors in curves.items()}
     if x is not None and set(lengths.values()) != {len(x)}:
         raise ValueError(f"x must have one value per prefix length of every curve, got {len(x)} for {lengths}")
+    for name, value in (reference or {}).items() if logy else ():
+        if value <= 0:
+            raise ValueError(f"reference[{name!r}] must be > 0 on a log axis (logy=True), got {value}")
+    means = {name: [t.numpy() / normalize for t in mean_and_band(errors)] for name, errors in curves.items()}
+    for name, (mean, _) in means.items():  # on a log axis, a curve of zeros would draw nothing
+        _curve(f"curves[{name!r}] (mean)", mean, (len(mean),), log=logy)
     ax = ax if ax is not None else plt.gca()
-    for (name, errors), color in zip(curves.items(), colors_for(list(curves))):
-        mean, band = (t.numpy() / normalize for t in mean_and_band(errors))
+    for (name, (mean, band)), color in zip(means.items(), colors_for(list(curves))):
         xs = np.arange(len(mean)) if x is None else np.asarray(x)
         ax.plot(xs, mean, label=name, color=color)
         ax.fill_between(xs, mean - band, mean + band, color=color, alpha=0.2, linewidth=0)
@@ -674,6 +685,8 @@ def plot_lines(
     for name, values in series.items():
         _curve(f"series[{name!r}]", values, (len(steps),), (len(steps), "S"), log=logy)
     for name, style in (styles or {}).items():
+        if name not in series:  # a typo would leave the line in its default style, unnoticed
+            raise ValueError(f"styles must be keyed by names of series, got {name!r} (series: {list(series)})")
         try:
             Line2D([], [], **style)
         except (AttributeError, TypeError) as err:  # matplotlib's words for a keyword that no line has
@@ -746,12 +759,13 @@ Demos = mapping_of(
 
 @checked
 def plot_bases_and_tasks(
-    demos: Demos, *, orders: Count = 4, n_tasks: Count = 3, n_examples: Size = 32, seed: Seed = 1
+    demos: Demos, *, orders: Series = 4, n_tasks: Series = 3, n_examples: Size = 32, seed: Seed = 1
 ) -> Figure:
     """Left, the cardinal B-splines ``N_0 .. N_{orders-1}``; then one panel per smoothness ``s`` of ``demos`` (``s``
     to a one-dimensional :class:`~icl_utils.tasks.nonparametric.NonparametricTasks`): ``n_tasks`` tasks
     ``F = beta^T f`` drawn from its prior (a CPU generator seeded ``seed`` per panel), with the noisy labels of an
     ``n_examples``-example prompt of the first task. Returns the figure."""
+    checks.allocation("n_examples + 1 (the points of the prompt drawn)", n_examples + 1)
     fig, axes = plt.subplots(1, 1 + len(demos), figsize=_size(11, 3.2))
     grid = torch.linspace(-0.5, orders + 0.5, 501, dtype=torch.float64)
     for m, color in zip(range(orders), series_colors(orders)):
@@ -780,6 +794,8 @@ def plot_rate_curves(ns: LogGrid, curves: Named, *, oracle: Mapping, oracle_n: L
     (shape ``(len(oracle_n), 2)``: mean and standard error) as points with 95% bars labelled with their fitted slope,
     and the rate ``n^(-2s/(2s+1))`` dashed in grey through the line's last point. Returns the figure."""
 
+    if not all(_number(s, 0) for s in curves):  # keys read back from JSON are strings
+        raise ValueError(f"curves must be keyed by smoothness levels, numbers > 0, got {list(curves)}")
     if set(curves) != set(oracle):
         raise ValueError("curves and oracle must have the same smoothness levels")
     for s, curve in curves.items():
@@ -1564,8 +1580,10 @@ def plot_gap_scaling(
     large-``n`` limit)."""
     ns = np.asarray(ns, dtype=float)
     for norm, gaps in trained.items():
-        if not _number(norm, 0):
-            raise ValueError(f"norms must be > 0 (the gap is divided by the squared norm), got {norm}")
+        if not _number(norm, 0):  # keys read back from JSON are strings
+            raise ValueError(
+                f"trained must be keyed by norms, numbers > 0 (the gap is divided by one squared), got {norm!r}"
+            )
         if closed.get(norm) is None:
             raise ValueError(f"closed must give the closed-form gaps at every norm of trained, missing {norm}")
         _curve(f"trained[{norm}]", gaps, (len(ns),), ("seeds", len(ns)), log=True)

@@ -27,7 +27,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from icl_utils.declared import Count, NonEmpty, Size, checked
+from icl_utils.declared import Count, Integer, NonEmpty, Size, checked, finite_flag, values_checked
 
 
 @checked
@@ -120,10 +120,11 @@ class Prompt:
         return [self.take(slice(start, start + size)) for start in range(0, self.batch_size, size)]
 
     @staticmethod
-    def cat(prompts: list[Prompt]) -> Prompt:
+    def cat(prompts: list[Prompt] | tuple[Prompt, ...]) -> Prompt:
         """The batches ``prompts`` one after the other (they must share ``n``, ``d``, dtype and device)."""
-        if not prompts or not all(isinstance(p, Prompt) for p in prompts):
-            raise TypeError("prompts must be a non-empty list of icl_utils.Prompt")
+        if not isinstance(prompts, (list, tuple)) or not prompts or not all(isinstance(p, Prompt) for p in prompts):
+            got = type(prompts).__name__ if not isinstance(prompts, (list, tuple)) else f"{len(prompts)} items"
+            raise TypeError(f"prompts must be a non-empty list or tuple of icl_utils.Prompt, got {got}")
         shapes = {(p.n_context, p.dim, p.x.dtype, p.x.device) for p in prompts}
         if len(shapes) > 1:
             raise ValueError(f"prompts must share n, d, dtype and device to be joined, got {sorted(map(str, shapes))}")
@@ -143,7 +144,18 @@ class TaskFamily(Protocol):
 def squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
     """Squared errors of predictions on ``prompt``: at every point for ``(B, n+1)`` predictions (a causal
     transformer predicts each label from the points before it), at the query for ``(B,)`` predictions. Computed in
-    the wider of the two dtypes; any other shape is a ValueError."""
+    the wider of the two dtypes; any other shape is a ValueError, and a NaN or infinite prediction too (outside
+    :func:`icl_utils.checks.nonfinite_allowed`): an error that is NaN would vanish from a ``nanmean``."""
+    errors = unchecked_squared_errors(preds, prompt)
+    if values_checked() and not bool(finite_flag(preds)):
+        bad = int((~torch.isfinite(preds)).sum())
+        raise ValueError(f"predictions must be finite, but hold {bad} NaN or infinite value(s) of {preds.numel()}")
+    return errors
+
+
+def unchecked_squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
+    """:func:`squared_errors` without the finiteness check of the predictions, which syncs with the device: the
+    training loss, whose divergence the training loop reports itself."""
     if not isinstance(preds, Tensor):  # called once per chunk inside the scoring loops: a check, not a declaration
         raise TypeError(f"predictions must be a torch.Tensor, got {type(preds).__name__}")
     if not preds.is_floating_point():
@@ -160,7 +172,7 @@ def squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
 
 
 @checked
-def swap_contexts(prompt: Prompt, shift: int = 1) -> Prompt:
+def swap_contexts(prompt: Prompt, shift: Integer = 1) -> Prompt:
     """The prompts with each query's context replaced by that of prompt ``(b + shift) mod B`` of the batch: a
     context from another task of the same family. A learner that reads its context does worse on them; one that
     ignores it does not notice (the control for an in-context gain)."""

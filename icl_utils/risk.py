@@ -50,26 +50,28 @@ from icl_utils.estimators import ridge
 from icl_utils.exact import attention_risk
 from icl_utils.models.base import evaluating
 from icl_utils.models.feature_attention import AttentionOnFeatures, fit_gamma
-from icl_utils.prompts import Prompt, squared_errors
+from icl_utils.prompts import Prompt, unchecked_squared_errors
 from icl_utils.tasks.pool import PromptPool
 
 Estimator = Callable[[Prompt], Tensor]
 Predictors = mapping_of(Callable, "estimators")
+ProblemSizes = sequence_of(Positive, "problem sizes (numbers > 0 and finite)", base=Sequence | np.ndarray)
 ContextLengths = sequence_of(Size, "context lengths (ints >= 0)", base=Sequence | np.ndarray)
 
 
-def _scored(preds: object, prompt: Prompt, *, query_only: bool) -> Tensor:
-    """The squared errors of ``preds`` on ``prompt`` behind every scorer here: the shape-checked pairing of
-    :func:`~icl_utils.prompts.squared_errors` (per point or per query, never a broadcast), restricted to one
-    prediction per prompt for an estimator (``query_only``), and the predictions checked to be finite."""
+def _scored(preds: object, prompt: Prompt, *, query_only: bool, name: str) -> Tensor:
+    """The squared errors of ``preds``, made by the argument ``name``, on ``prompt`` behind every scorer here: the
+    shape-checked pairing of :func:`~icl_utils.prompts.squared_errors` (per point or per query, never a broadcast),
+    restricted to one prediction per prompt for an estimator (``query_only``), and the predictions checked to be
+    finite."""
     if query_only and (not isinstance(preds, Tensor) or tuple(preds.shape) != (prompt.batch_size,)):
         shape = tuple(preds.shape) if isinstance(preds, Tensor) else type(preds).__name__
         raise ValueError(
-            f"an estimator must return one prediction per prompt, shape ({prompt.batch_size},), got "
+            f"{name} must return one prediction per prompt, shape ({prompt.batch_size},), got "
             f"{shape}; for a GPT, pass model.predict"
         )
-    errors = squared_errors(preds, prompt)
-    checks.finite("predictions", preds)
+    errors = unchecked_squared_errors(preds, prompt)
+    checks.finite(f"{name}'s predictions", preds)
     return errors
 
 
@@ -80,7 +82,7 @@ def prefix_errors(estimator: Estimator, prompt: Prompt) -> Tensor:
     cols = []
     for k in range(prompt.n_context + 1):
         sub = prompt.prefix(k)
-        cols.append(_scored(estimator(sub), sub, query_only=True))
+        cols.append(_scored(estimator(sub), sub, query_only=True, name="estimator"))
     return torch.stack(cols, dim=1)
 
 
@@ -99,7 +101,12 @@ def model_errors(model: nn.Module, prompt: Prompt, chunk_size: Count | None = No
     prompt = checks.prompt(prompt)
     chunk_size = _chunk(chunk_size, prompt.n_context, prompt.dim)
     with evaluating(model):
-        return torch.cat([_scored(model(part), part, query_only=False) for part in prompt.split(chunk_size)])
+        return torch.cat(
+            [
+                _scored(checks.predictions_of(model, part, "model"), part, query_only=False, name="model")
+                for part in prompt.split(chunk_size)
+            ]
+        )
 
 
 @checked
@@ -159,7 +166,7 @@ def query_risk(
     total, total_sq = 0.0, 0.0
     for start in range(0, n_prompts, chunk_size):
         prompt = task.sample(min(chunk_size, n_prompts - start), n, generator)
-        errors = _scored(predict(prompt), prompt, query_only=True).double()
+        errors = _scored(predict(prompt), prompt, query_only=True, name="predict").double()
         total, total_sq = total + errors.sum().item(), total_sq + errors.square().sum().item()
     mean = total / n_prompts
     return mean, math.sqrt(max(total_sq / n_prompts - mean * mean, 0.0) / (n_prompts - 1))
@@ -168,16 +175,24 @@ def query_risk(
 def _log_log(ns: Sequence[float], risks: Sequence[float], said: str = "ns and risks") -> tuple[np.ndarray, np.ndarray]:
     """``(log n, log risk)`` of a curve, checked: two sequences of one length (at least 2), positive and finite,
     with at least two distinct ``n`` (a slope needs them); ``said`` names the two in the errors."""
-    try:
-        ns, risks = np.asarray(ns, dtype=float), np.asarray(risks, dtype=float)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"{said} must be sequences of numbers") from err
+    names, arrays = said.split(" and "), []
+    for name, values in zip(names, (ns, risks)):
+        if isinstance(values, (str, bytes)):
+            raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__}")
+        try:
+            arrays.append(np.asarray(values, dtype=float))
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"{name} must be a sequence of numbers: {err}") from err
+    ns, risks = arrays
     if ns.shape != risks.shape or ns.ndim != 1 or len(ns) < 2:
-        raise ValueError(f"{said} must be sequences of the same length, at least 2")
-    if not (np.isfinite(ns).all() and np.isfinite(risks).all() and (ns > 0).all() and (risks > 0).all()):
-        raise ValueError(f"{said} must be positive and finite")
+        raise ValueError(
+            f"{said} must be sequences of the same length, at least 2, got shapes {ns.shape}, {risks.shape}"
+        )
+    for name, values in zip(names, arrays):
+        if not (np.isfinite(values).all() and (values > 0).all()):
+            raise ValueError(f"{name} must be positive and finite, got {values.tolist()}")
     if len(np.unique(ns)) < 2:
-        raise ValueError(f"{said.split()[0]} must hold at least two distinct values to fit a slope, got {ns.tolist()}")
+        raise ValueError(f"{names[0]} must hold at least two distinct values to fit a slope, got {ns.tolist()}")
     return np.log(ns), np.log(risks)
 
 
@@ -196,7 +211,10 @@ def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
     exponent over seeds."""
     if isinstance(xs, (str, bytes)) or not isinstance(xs, (Sequence, np.ndarray)):
         raise TypeError(f"xs must be a sequence of numbers, got {type(xs).__name__}")
-    ys = np.asarray(ys, dtype=float)
+    try:
+        ys = np.asarray(ys, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"ys must be an array of numbers: {err}") from err
     if ys.ndim != 2 or ys.shape[0] != len(xs) or ys.shape[1] == 0:
         raise ValueError(f"ys must have shape (len(xs), S) = ({len(xs)}, S) with S >= 1, got {ys.shape}")
     return np.array([_slope(xs, ys[:, r], "xs and ys") for r in range(ys.shape[1])])
@@ -237,6 +255,8 @@ def empirical_and_expected_risk(model: AttentionOnFeatures, pool: PromptPool, ta
     ``task`` at the pool's context length (the expected risk, exact by :func:`~icl_utils.exact.attention_risk` with
     the model's own
     ``Gamma``). Their gap measures memorization."""
+    if model.dim != task.dim:
+        raise ValueError(f"task must be of the model's dim={model.dim}, got task.dim = {task.dim}")
     empirical = model_errors(model, pool.prompts).mean().item()
     return empirical, attention_risk(model.features, task, pool.prompts.n_context, model.gamma).item()
 
@@ -256,6 +276,7 @@ def gamma_erm_risks(
     risk minimization (:func:`~icl_utils.models.feature_attention.fit_gamma`, penalty ``lam``) on a pool of ``T``
     prompts of ``n`` examples, for every ``T`` in ``sizes`` and ``repeats`` independent pools each: shape
     ``(len(sizes), repeats, 2)``. The features of ``model`` stay fixed; its ``Gamma`` is left at the last fit."""
+    checks.allocation("max(sizes) * (n + 1) * task.dim (the largest pool)", max(sizes) * (n + 1) * task.dim)
     out = np.empty((len(sizes), repeats, 2))
     for i, t in enumerate(sizes):
         for r in range(repeats):
@@ -418,9 +439,12 @@ def held_out_errors(
     that fits the prompt's ``n`` examples: ``fit(prompt)`` returns a predictor from inputs ``(B, Q, d)`` to
     ``(B, Q)`` (:func:`~icl_utils.estimators.kernel_ridge_fit`). Many queries per fitted prompt leave only the
     spread over tasks and prompts in the mean."""
+    checks.allocation("n_prompts * (n + n_queries) * task.dim", n_prompts * (n + n_queries) * task.dim)
     points = task.sample(n_prompts, n + n_queries - 1, generator)
     xs, ys = points.points()
     predict = fit(Prompt.from_points(xs[:, : n + 1], ys[:, : n + 1]))  # the queries are points n, n + 1, ...
+    if not callable(predict):  # an estimator, which returns predictions, where a fitter is asked for
+        raise TypeError(f"fit must return a predictor (a callable of inputs (B, Q, d)), got {type(predict).__name__}")
     preds = predict(xs[:, n:])
     if not isinstance(preds, Tensor) or tuple(preds.shape) != (n_prompts, n_queries):
         raise ValueError(
@@ -476,10 +500,10 @@ def bootstrap_interval(
     return estimate, float(low), float(high)
 
 
-def _real(value: object) -> float:
-    """A statistic's value as a float, or a TypeError naming ``statistic``."""
+def _real(value: object, name: str = "statistic") -> float:
+    """The value that the argument ``name`` (a callable) returned, as a float, or a TypeError naming ``name``."""
     if isinstance(value, (str, bytes, bool)) or np.ndim(value) != 0:
-        raise TypeError(f"statistic must return one real number, got {value!r:.80}")
+        raise TypeError(f"{name} must return one real number, got {value!r:.80}")
     return float(value)
 
 
@@ -501,7 +525,9 @@ def paired_query_errors(
     for start in range(0, n_prompts, chunk_size):
         prompt = task.sample(min(chunk_size, n_prompts - start), n, generator)
         for name, predict in predictors.items():
-            out[name].append(_scored(predict(prompt), prompt, query_only=True).double().cpu())
+            out[name].append(
+                _scored(predict(prompt), prompt, query_only=True, name=f"predictors[{name!r}]").double().cpu()
+            )
     return {name: torch.cat(values).numpy() for name, values in out.items()}
 
 
@@ -534,9 +560,9 @@ def scaling_exponent(
     size's replicates. If the smallest size's sample complexity is finite and a larger one's infinite (never
     reached), the exponent is ``+inf``; if the smallest's is infinite, nothing is measured and the interval is nan
     (:func:`bootstrap_interval`)."""
-    groups = _replicate_groups(xs, replicates)
+    groups = _replicate_groups(xs, replicates, needed)
     return bootstrap_interval(
-        lambda *g: _exponent(xs, [needed(r) for r in g]), groups, reps=reps, level=level, seed=seed
+        lambda *g: _exponent(xs, [_real(needed(r), "needed") for r in g]), groups, reps=reps, level=level, seed=seed
     )
 
 
@@ -553,12 +579,12 @@ def exponent_difference(
     as ``+inf``, one of ``second`` as ``-inf``, and one that cannot be measured makes the interval nan: a claim
     that ``first`` grows faster fails unless both are measured or ``first`` alone grows without bound."""
     (xs_a, reps_a, needed_a), (xs_b, reps_b, needed_b) = first, second
-    groups_a, groups_b = _replicate_groups(xs_a, reps_a), _replicate_groups(xs_b, reps_b)
+    groups_a, groups_b = _replicate_groups(xs_a, reps_a, needed_a), _replicate_groups(xs_b, reps_b, needed_b)
     k = len(groups_a)
 
     def gap(*g: np.ndarray) -> float:
-        a = _exponent(xs_a, [needed_a(r) for r in g[:k]])
-        b = _exponent(xs_b, [needed_b(r) for r in g[k:]])
+        a = _exponent(xs_a, [_real(needed_a(r), "needed") for r in g[:k]])
+        b = _exponent(xs_b, [_real(needed_b(r), "needed") for r in g[k:]])
         if math.isnan(a) or math.isnan(b):
             return math.nan
         return -math.inf if math.isinf(b) else a - b  # inf - finite = inf
@@ -567,8 +593,10 @@ def exponent_difference(
 
 
 @checked
-def _replicate_groups(xs: Sequence[float] | np.ndarray, replicates: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """``replicates`` as arrays, one per size in ``xs``, checked."""
+def _replicate_groups(xs: ProblemSizes, replicates: Sequence[np.ndarray], needed: Callable) -> list[np.ndarray]:
+    """``replicates`` as arrays, one per size in ``xs`` (at least two distinct), checked, with ``needed``."""
+    if len(set(np.asarray(xs, dtype=float).tolist())) < 2:
+        raise ValueError(f"xs must hold at least two distinct sizes to fit an exponent, got {list(xs)}")
     groups = [np.asarray(r) for r in replicates]
     if len(groups) != len(list(xs)) or len(groups) < 2:
         raise ValueError(

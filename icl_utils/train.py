@@ -38,7 +38,7 @@ from icl_utils.exact import AttentionMoments, profiled_attention_risk
 from icl_utils.models.base import fixed_sample
 from icl_utils.models.feature_attention import AttentionOnFeatures
 from icl_utils.models.linear_attention import GDPlusPlus
-from icl_utils.prompts import Prompt, TaskFamily, squared_errors
+from icl_utils.prompts import Prompt, TaskFamily, unchecked_squared_errors
 
 Models = sequence_of(nn.Module, "torch.nn.Modules", base=list | tuple)
 Tasks = Task | sequence_of(Task, "task families", base=list | tuple)
@@ -144,7 +144,7 @@ class TrainHistory:
 def _mean_squared_error(preds: Tensor, prompt: Prompt) -> Tensor:
     """The training loss: the mean of :func:`icl_utils.prompts.squared_errors` (over every point for a model that
     predicts every point, else at the query), the output taken in float32 (it is bfloat16 under autocast)."""
-    return squared_errors(preds.float(), prompt).mean()
+    return unchecked_squared_errors(preds.float(), prompt).mean()
 
 
 @dataclass(frozen=True)
@@ -420,7 +420,7 @@ def batched_by_default(model: nn.Module, task: Task, config: TrainConfig) -> boo
     batch, n, zeros = config.batch_size, config.n_context, functools.partial(torch.zeros, dtype=param.dtype)
     probe = Prompt(zeros(batch, n, task.dim), zeros(batch, n), zeros(batch, task.dim), zeros(batch))
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(probe)
+        checks.predictions_of(model, probe, "model")
     return counter.get_total_flops() <= BATCHED_FLOPS
 
 
@@ -704,7 +704,7 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: Steps = 500, tol: P
 
     def closure() -> Tensor:
         optimizer.zero_grad()
-        loss = _mean_squared_error(model(prompt), prompt)
+        loss = _mean_squared_error(checks.predictions_of(model, prompt, "model"), prompt)
         loss.backward()
         return loss
 
@@ -728,6 +728,7 @@ def fit_gd_plus_plus_curvature(task: Task, n: Count, n_prompts: Count, seed: See
     both layers) fitted by :func:`fit_lbfgs` to ``n_prompts`` prompts of ``n`` examples drawn from ``task`` with a
     CPU generator seeded ``seed``. The fit starts at the step ``0.5 / Var x_1``: the same start in the inputs' units,
     so that inputs of another scale land on the same optimum, rescaled."""
+    checks.allocation("n_prompts * (n + 1) * task.dim", n_prompts * (n + 1) * task.dim)
     input_cov = getattr(task, "input_cov", None)
     if not callable(input_cov):
         raise TypeError(f"task must give its input covariance (input_cov()), got {type(task).__name__}")

@@ -46,7 +46,17 @@ from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
 from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
 from icl_utils.tasks.pool import PromptPool
 from icl_utils.tasks.single_index import SingleIndexTasks, hermite, principal_angles, projection_mass
-from icl_utils.train import Curriculum, TrainConfig, TrainHistory, train, train_ensemble, train_parallel
+from icl_utils.train import (
+    Curriculum,
+    TrainConfig,
+    TrainHistory,
+    batched_by_default,
+    fit_gd_plus_plus_curvature,
+    fit_lbfgs,
+    train,
+    train_ensemble,
+    train_parallel,
+)
 
 NAN, INF = float("nan"), float("inf")
 
@@ -280,7 +290,7 @@ case(
 # --- task families' construction -------------------------------------------------------------------------------
 case("LinearRegression dim 0", r"dim must be in \[1, ", lambda: LinearRegression(dim=0))
 case("LinearRegression dim 2.0", "dim must be an int", lambda: LinearRegression(dim=2.0))
-case("LinearRegression noise_std -1", "noise_std must be >= 0", lambda: LinearRegression(dim=2, noise_std=-1.0))
+case("LinearRegression noise_std -1", r"noise_std must be in \[0, ", lambda: LinearRegression(dim=2, noise_std=-1.0))
 case("LinearRegression noise_std NaN", "noise_std must be", lambda: LinearRegression(dim=2, noise_std=NAN))
 case(
     "LinearRegression prior_mean NaN",
@@ -770,7 +780,7 @@ case(
 )
 case(
     "query_risk NaN predictions",
-    "predictions must be finite",
+    "predict's predictions must be finite",
     lambda: risk.query_risk(lambda p: p.y_query * NAN, LR, 3, 8, gen()),
 )
 case("query_risk not callable", "predict must be a callable", lambda: risk.query_risk(3, LR, 3, 8, gen()))
@@ -808,7 +818,7 @@ case(
     "ns must hold at least two distinct values",
     lambda: risk.fit_slope([2, 2, 2], [1, 2, 3]),
 )
-case("fit_slope a zero risk", "ns and risks must be positive", lambda: risk.fit_slope([1, 2], [1.0, 0.0]))
+case("fit_slope a zero risk", "risks must be positive", lambda: risk.fit_slope([1, 2], [1.0, 0.0]))
 case("fit_slope lengths differ", "same length", lambda: risk.fit_slope([1, 2, 3], [1.0, 2.0]))
 case("local_slopes repeated n", "ns must not repeat", lambda: risk.local_slopes([1, 1, 2], [1.0, 2.0, 3.0]))
 case("examples_to_reach NaN risk", "positive and finite", lambda: risk.examples_to_reach([1, 2], [NAN, 1.0], 0.5))
@@ -1776,11 +1786,7 @@ case(
     "groups must be a non-empty",
     lambda: risk.bootstrap_interval(np.mean, []),
 )
-case(
-    "fit_slopes NaN ys",
-    "xs and ys must be positive and finite",
-    lambda: risk.fit_slopes([1, 2, 4], np.full((3, 2), NAN)),
-)
+case("fit_slopes NaN ys", "ys must be positive and finite", lambda: risk.fit_slopes([1, 2, 4], np.full((3, 2), NAN)))
 case("attention_mask n 1e6", r"\(n \+ 1\)\^2 = 1e\+12 values", lambda: attention_mask(10**6))
 case(
     "GPTConfig n_embd 1e6",  # was torch's allocator error
@@ -1792,7 +1798,7 @@ case("method_color None", "label must be a str", lambda: plotting.method_color(N
 case("method_style an int", "label must be a str", lambda: plotting.method_style(3))
 case("colors_for None", "labels must be a sequence", lambda: plotting.colors_for(None))
 case("recurrences None", "labels must be a sequence", lambda: plotting.recurrences(None))
-case("series_colors -1", "n must be >= 0", lambda: plotting.series_colors(-1))
+case("series_colors -1", r"n must be in \[1, 1024\] \(config.MAX_SERIES\) or 0", lambda: plotting.series_colors(-1))
 case("series_colors a str", "n must be an int", lambda: plotting.series_colors("3"))
 case("shade not a colour", "color must be a matplotlib colour", lambda: plotting.shade("notacolor", 0, 3))
 case("shade i a str", "i must be an int", lambda: plotting.shade("red", "0", 3))
@@ -1959,6 +1965,263 @@ case(
     "sigmoid_network float64 particles at float32 inputs",
     "x must have the particles' dtype",
     lambda: sigmoid_network(torch.zeros(3, 4, dtype=torch.float64), torch.zeros(5, 2), 1),
+)
+
+# --- a third campaign: callables, dtype mixes, scales, plotting, sizes named by the caller's argument ----------
+NP_TASK = NonparametricTasks(dim=1, smoothness=1.0, n_basis=8)
+quad = lambda t: t.square().sum()  # noqa: E731
+TEACHER = TeacherFeatures(dim=2, k=2, width=4, n_whiten=64)
+case("Prompt.cat of one Prompt", "prompts must be a non-empty list or tuple", lambda: Prompt.cat(prompt()))
+case("Prompt.cat of a generator", "prompts must be a non-empty list", lambda: Prompt.cat(p for p in [prompt()]))
+case("swap_contexts shift True", "shift must be an int", lambda: swap_contexts(prompt(), True))
+case(
+    "squared_errors NaN predictions",  # was NaN errors
+    "predictions must be finite",
+    lambda: squared_errors(torch.full((3,), NAN), prompt()),
+)
+case(
+    "kernel_ridge a prompt of d = 0",
+    "prompt must have inputs of at least one coordinate",
+    lambda: est.kernel_ridge(Prompt(torch.zeros(2, 3, 0), torch.zeros(2, 3), torch.zeros(2, 0), torch.zeros(2))),
+)
+case(
+    "held_out_errors an estimator as fit",
+    "fit must return a predictor",
+    lambda: risk.held_out_errors(est.kernel_ridge, LR, 4, 3, 5, gen()),
+)
+case(
+    "scaling_exponent xs holding 0",
+    "xs must be a non-empty sequence",
+    lambda: risk.scaling_exponent([0, 1], [np.ones(3), np.ones(3)], np.mean, reps=10),
+)
+case(
+    "scaling_exponent xs a string",
+    "xs must be",
+    lambda: risk.scaling_exponent("ab", [np.ones(3), np.ones(3)], np.mean, reps=10),
+)
+case(
+    "scaling_exponent needed returning an array",
+    "needed must return one real number",
+    lambda: risk.scaling_exponent([1, 2], [np.ones((3, 2)), np.ones((3, 2))], lambda r: r.mean(0), reps=10),
+)
+case(
+    "scaling_exponent needed a number",
+    "needed must be a callable",
+    lambda: risk.scaling_exponent([1, 2], [np.ones(3), np.ones(3)], 3.0, reps=10),
+)
+case(
+    "gamma_erm_risks a pool of 1e12 prompts",
+    r"max\(sizes\)",
+    lambda: risk.gamma_erm_risks(FeatureAttention(1, 4, generator=gen()), NP_TASK, 4, [10**12], 1, gen()),
+)
+case(
+    "model_errors an nn.Linear",
+    "model must take an icl_utils.Prompt",
+    lambda: risk.model_errors(torch.nn.Linear(2, 1), prompt()),
+)
+case(
+    "paired_query_errors a predictor of shape (B, 1)",
+    r"predictors\['bad'\] must return one prediction per prompt",
+    lambda: risk.paired_query_errors({"bad": lambda p: p.y_query[:, None]}, LR, 3, 4, gen()),
+)
+case(
+    "empirical_and_expected_risk a task of another dim",
+    "task must be of the model's dim=2",
+    lambda: risk.empirical_and_expected_risk(FeatureAttention(2, 4, generator=gen()), PromptPool(prompt()), NP_TASK),
+)
+case("fit_slopes ys of text", "ys must be an array of numbers", lambda: risk.fit_slopes([1, 2], [["a"], ["b"]]))
+case(
+    "attention_gamma a model's features of another dim",
+    "features must read inputs of task.dim = 1",
+    lambda: exact.attention_gamma(FeatureAttention(3, 4, generator=gen()).features, NP_TASK, 4),
+)
+case(
+    "FeatureAttention.features inputs of another width",
+    r"x must have shape \(\.\.\., 2\)",
+    lambda: FeatureAttention(2, 4, generator=gen()).features(torch.zeros(5, 3)),
+)
+case(
+    "FeatureAttention.features integer inputs",
+    "x is torch.int64",
+    lambda: FeatureAttention(2, 4, generator=gen()).features(torch.zeros(5, 2, dtype=torch.long)),
+)
+case(
+    "MLPAttention.features inputs of another width",
+    r"x must have shape \(\.\.\., 2\)",
+    lambda: MLPAttention(2, 4).features(torch.zeros(5, 3)),
+)
+case(
+    "FeatureAttention.context_summary of a tensor",
+    "prompt must be an icl_utils.Prompt",
+    lambda: FeatureAttention(2, 4, generator=gen()).context_summary(torch.zeros(3, 4, 2)),
+)
+case(
+    "GDPlusPlus a diverging curvature",  # was NaN predictions
+    r"predictions must be finite.*gamma = 50",
+    lambda: GDPlusPlus(2, steps=60, lr=1.0, gamma=50.0).predict(prompt()),
+)
+case(
+    "fit_lbfgs an nn.Linear",
+    "model must take an icl_utils.Prompt",
+    lambda: fit_lbfgs(torch.nn.Linear(2, 1), prompt(d=2)),
+)
+case(
+    "fit_gd_plus_plus_curvature 1e12 prompts",
+    r"n_prompts \* \(n \+ 1\)",
+    lambda: fit_gd_plus_plus_curvature(LR, 4, 10**12, 0),
+)
+case(
+    "batched_by_default an nn.Linear",
+    "model must take an icl_utils.Prompt",
+    lambda: batched_by_default(torch.nn.Linear(2, 1), LR, cfg()),
+)
+case(
+    "gradient_descent a loss that ignores the parameters",
+    "loss_fn must depend on every block of init",
+    lambda: gradient_descent(lambda t: torch.tensor(1.0), torch.ones(2), steps=2, lr=0.1, progress=False),
+)
+case(
+    "gradient_descent a block the loss never reads",
+    "loss_fn must depend on every block of init",
+    lambda: gradient_descent(
+        lambda t: t["a"].square().sum(), {"a": torch.ones(2), "b": torch.ones(2)}, steps=2, lr=0.1, progress=False
+    ),
+)
+case(
+    "gradient_descent a record of text",
+    "record must return a dict of tensors or numbers",
+    lambda: gradient_descent(quad, torch.ones(2), steps=2, lr=0.1, record=lambda t: {"note": "x"}, progress=False),
+)
+case(
+    "gradient_descent until on a vector",
+    "until must return True or False",
+    lambda: gradient_descent(
+        quad, torch.ones(2), steps=3, lr=0.1, progress=False, record=lambda t: {"w": t}, until=lambda r: r["w"] < 0.5
+    ),
+)
+case(
+    "gradient_descent a hook of one argument",
+    "hook must take three arguments",
+    lambda: gradient_descent(quad, torch.ones(2), steps=2, lr=0.1, hook=lambda step: None, progress=False),
+)
+case(
+    "gradient_descent a loss of no argument",
+    "loss_fn must take one argument",
+    lambda: gradient_descent(lambda: torch.tensor(0.0), torch.ones(2), steps=2, lr=0.1, progress=False),
+)
+case("LinearRegression noise_std 1e39", r"noise_std must be in \[0, 1e\+06\]", lambda: LinearRegression(2, 1e39))
+case("LinearRegression x_range 1e39", r"x_range must be in \(0, 1e\+06\]", lambda: LinearRegression(2, x_range=1e39))
+case(
+    "LinearRegression prior_cov of variance 1e78",
+    "prior_cov must have variances at most",
+    lambda: LinearRegression(dim=2, prior_cov=torch.eye(2, dtype=torch.float64) * 1e78),
+)
+case(
+    "NonparametricTasks noise_std 1e39",
+    "noise_std must be in",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0, n_basis=8, noise_std=1e39),
+)
+case(
+    "SingleIndexTasks lead_mean 1e39",
+    r"lead_mean must be in \[-1e\+06",
+    lambda: SingleIndexTasks(dim=3, subspace_dim=2, lead_mean=1e39),
+)
+case(
+    "NonparametricTasks.feature_prompt a prompt of another dim",
+    "prompt must have the task's dim=1",
+    lambda: NP_TASK.feature_prompt(prompt(d=2)),
+)
+case(
+    "NonparametricTasks.posterior_mean a prompt of another dim",
+    "prompt must have the task's dim=1",
+    lambda: NP_TASK.posterior_mean(prompt(d=2)),
+)
+case(
+    "mf.attention_loss a float64 gamma",
+    "gamma must have the dtype of particles",
+    lambda: mf.attention_loss(torch.zeros(4, 4), torch.eye(1).double(), torch.zeros(3, 1), torch.zeros(3, 2)),
+)
+case(
+    "mf.mixture a float64 rotation",
+    "rotation must have the dtype of student",
+    lambda: mf.mixture(torch.zeros(4, 5), TEACHER.particles, 0.5, torch.eye(2, dtype=torch.float64)),
+)
+case(
+    "mf.static_loss float64 targets",
+    "targets must have the dtype of particles",
+    lambda: mf.static_loss(torch.zeros(4, 5), torch.zeros(6, 2, dtype=torch.float64), torch.zeros(6, 2), 2),
+)
+case(
+    "mf.FeaturePrompts.sample an integer dtype",
+    "dtype must be a floating-point torch.dtype",
+    lambda: mf.FeaturePrompts.sample(TEACHER, 4, 3, gen(), dtype=torch.int64),
+)
+case(
+    "mf.run_gradient_descent float32 init, float64 data",
+    "init must have the dtype of data's prompts",
+    lambda: mf.run_gradient_descent(
+        "static",
+        mf.FeaturePrompts.sample(TEACHER, 4, 3, gen(), dtype=torch.float64),
+        torch.zeros(4, 5),
+        steps=1,
+        eta=0.1,
+        progress=False,
+    ),
+)
+case(
+    "mf.gp_perturbation NaN particles",
+    "particles must be .* with finite values",
+    lambda: mf.gp_perturbation(torch.full((4, 3), NAN), gen(), 0.1, 1.0),
+)
+case("config.chapter_env None", "environ must be a mapping", lambda: config.chapter_env(None))
+case("plotting.series_colors 1e12", r"n must be in \[1, 1024\]", lambda: plotting.series_colors(10**12))
+case("plotting.shade past n", "i must be below n = 3", lambda: plotting.shade("red", 5, 3))
+case(
+    "plot_rate_curves smoothness keys of text",
+    "curves must be keyed by smoothness levels",
+    lambda: plotting.plot_rate_curves(
+        [4, 8, 16], {"1.0": np.ones(3)}, oracle={"1.0": np.ones((2, 2))}, oracle_n=[4, 8]
+    ),
+)
+case(
+    "plot_gap_scaling norm keys of text",
+    "trained must be keyed by norms",
+    lambda: plotting.plot_gap_scaling([4, 8], {"1.0": np.ones(2)}, {"1.0": np.ones(2)}),
+)
+case(
+    "plot_lines a style for a series not drawn",
+    "styles must be keyed by names of series",
+    lambda: plotting.plot_lines(np.arange(3), {"loss": np.ones(3)}, styles={"loss ": {"color": "red"}}),
+)
+case(
+    "plot_training_loss a history of no step",
+    "histories must be a non-empty mapping .* of at least one step",
+    lambda: plotting.plot_training_loss({"a": TrainHistory(np.ones(0), 0.0)}),
+)
+case(
+    "plot_error_curves zero errors on a log axis",
+    r"curves\['a'\] \(mean\) must hold a finite value > 0",
+    lambda: plotting.plot_error_curves({"a": torch.zeros(4, 5)}, logy=True),
+)
+case(
+    "plot_error_curves a negative reference on a log axis",
+    r"reference\['floor'\] must be > 0",
+    lambda: plotting.plot_error_curves({"a": torch.rand(4, 5) + 0.1}, reference={"floor": -1.0}, logy=True),
+)
+case(
+    "plot_bases_and_tasks 1e12 tasks",
+    r"n_tasks must be in \[1, 1024\]",
+    lambda: plotting.plot_bases_and_tasks({1.0: NP_TASK}, n_tasks=10**12),
+)
+case(
+    "plot_bases_and_tasks 1e12 examples",
+    r"n_examples \+ 1",
+    lambda: plotting.plot_bases_and_tasks({1.0: NP_TASK}, n_examples=10**12),
+)
+case(
+    "plot_bases_and_tasks 1e9 orders",
+    r"orders must be in \[1, 1024\]",
+    lambda: plotting.plot_bases_and_tasks({1.0: NP_TASK}, orders=10**9),
 )
 
 

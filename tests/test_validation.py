@@ -226,7 +226,7 @@ CASES = {
             lambda t: t["a"].sum(), {"a": torch.ones(2), "b": [1.0]}, steps=1, lr=0.1, progress=False
         ),
     ),
-    "joining nothing": (TypeError, "non-empty list of icl_utils.Prompt", lambda: Prompt.cat([])),
+    "joining nothing": (TypeError, "non-empty list or tuple of icl_utils.Prompt", lambda: Prompt.cat([])),
     "splitting into pieces of 0": (ValueError, "size must be >= 1", lambda: prompt().split(0)),
     "bool as an int": (TypeError, "steps must be an int", lambda: checks.positive_int("steps", True)),
     "infinite float": (

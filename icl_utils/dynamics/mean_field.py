@@ -81,6 +81,7 @@ def _moments(
     return targets, h, targets.mT @ h / count, h.mT @ h / count
 
 
+@checks.same_dtype("particles", "gamma", "targets", "x")
 @checked
 def attention_loss(particles: Particles, gamma: Gamma, targets: Features, x: GammaInputs) -> Tensor:
     """``L(mu, Gamma) = E || f - Sigma_{o,mu} Gamma h_mu ||^2``, the ICL loss of the attention model with infinitely
@@ -107,6 +108,7 @@ def _two_points(x: Tensor) -> None:
         raise ValueError(f"x must hold prompts of at least 2 points (each point's context is the others), got {n}")
 
 
+@checks.same_dtype("particles", "gamma", "x", "y")
 @checked
 def icl_loss(
     particles: Particles, gamma: Gamma, x: Float[Tensor, "*#S B n p-k-1"], y: Float[Tensor, "*#S B n"]
@@ -142,6 +144,7 @@ def _icl_loss_of(h: Tensor, context: Tensor, gamma: Tensor, y: Tensor) -> Tensor
     return (y - pred).square().mean((-1, -2))
 
 
+@checks.same_dtype("particles", "x", "y")
 @checked
 def icl_optimal_gamma(
     particles: Particles, x: Float[Tensor, "*#S B n d"], y: Float[Tensor, "*#S B n"], ridge: Positive = 1e-8
@@ -170,6 +173,7 @@ def _icl_gamma_of(h: Tensor, context: Tensor, y: Tensor, ridge: float = 1e-8) ->
     return torch.linalg.solve(_regularized(gram, ridge), rhs).reshape(*context.shape[:-3], k, k)
 
 
+@checks.same_dtype("particles", "x")
 @checked
 def optimal_gamma(particles: Particles, x: Inputs, k: Count, ridge: Positive = 1e-8) -> Tensor:
     """The fast timescale's limit ``Gamma = (Sigma_{mu,mu} + ridge * tr(Sigma_{mu,mu})/k I)^-1``."""
@@ -194,6 +198,7 @@ def _regularized(cov: Tensor, ridge: float) -> Tensor:
     return cov + ridge * mean_eig[..., None, None] * torch.eye(k, dtype=cov.dtype, device=cov.device)
 
 
+@checks.same_dtype("particles", "x")
 @checked
 def near_singular(particles: Particles, x: Inputs, k: Count, ridge: Positive = 1e-8) -> bool:
     """Whether some student's ``Sigma_{mu,mu}`` is so nearly singular that the ridge of :func:`static_loss` shapes
@@ -209,6 +214,7 @@ def _singular(cov: Tensor, ridge: float = 1e-8) -> bool:
     return bool((evals[..., 0] < 1e3 * ridge * evals[..., -1].clamp(min=1e-30)).any())
 
 
+@checks.same_dtype("particles", "targets", "x")
 @checked
 def static_loss(
     particles: Particles, targets: Features, x: Inputs, k: Count, ridge: Positive = 1e-8, centered: bool = False
@@ -241,6 +247,7 @@ def _static_loss_of(moments: tuple[Tensor, Tensor, Tensor, Tensor], ridge: float
     return targets.square().sum(-1).mean(-1) - explained
 
 
+@checks.same_dtype("particles", "targets", "x")
 @checked
 def velocity(particles: Particles, targets: Features, x: Inputs, k: Count) -> Tensor:
     """The mean-field velocity field at each particle, ``-grad_theta (dL/dmu)(theta_m) = -M grad_{theta_m} L`` for
@@ -259,6 +266,7 @@ def _loss_gradient(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Ten
     return g
 
 
+@checks.same_dtype("particles", "targets", "x", "at")
 @checked
 def potential_hessians(
     particles: Float[Tensor, "M p"],
@@ -282,6 +290,7 @@ def potential_hessians(
     return torch.stack([torch.autograd.functional.hessian(potential, theta) for theta in at.detach()])
 
 
+@checks.same_dtype("init", "targets", "x")
 @checked
 def critical_point(
     init: Annotated[Float[Tensor, "M p"], checks.Finite],
@@ -341,6 +350,7 @@ def critical_point(
     return theta
 
 
+@checks.same_dtype("student", "targets", "x")
 @checked
 def descent_rotation(
     student: Float[Tensor, "M p"], targets: Float[Tensor, "K k"], x: Float[Tensor, "K p-k-1"]
@@ -359,7 +369,10 @@ def descent_rotation(
 
 @checked
 def gp_perturbation(
-    particles: Float[Tensor, "M p"], generator: torch.Generator, size: Positive, bandwidth: Positive
+    particles: Annotated[Float[Tensor, "M p"], checks.Finite],
+    generator: torch.Generator,
+    size: Positive,
+    bandwidth: Positive,
 ) -> Tensor:
     """A displacement of every particle drawn from a vector-valued Gaussian process ``xi ~ GP(0, K(theta, theta') I)``
     with the Gaussian kernel of ``bandwidth``, evaluated at the particles: nearby particles move together, as a
@@ -472,7 +485,7 @@ class FeaturePrompts:
         count: Count,
         length: Several,
         generator: torch.Generator,
-        dtype: torch.dtype | None = None,
+        dtype: checks.FloatDtype | None = None,
     ) -> FeaturePrompts:
         """``count`` prompts of ``length`` points each from ``teacher`` (a
         :class:`~icl_utils.tasks.features.TeacherFeatures`), drawn by the teacher's own sampler (its prompts of
@@ -597,6 +610,8 @@ def run_gradient_descent(
     if generator is None and (batch is not None or model == "modified"):
         raise TypeError("generator must be a torch.Generator for SGD (batch) and for the modified model, got None")
     k = _student_k(init, data.x, "init")
+    if init.dtype != data.x.dtype:
+        raise TypeError(f"init must have the dtype of data's prompts, {data.x.dtype}, got {init.dtype}")
     seeds = init.shape[0] if init.ndim == 3 else 1
     if batch is not None:
         data._fits(seeds, batch)
@@ -800,6 +815,7 @@ def fit_saddle_escape(history: GDHistory, student: Size | None = None) -> Saddle
     return SaddleEscape(steps, loss, spread, plateau_end, rate, offset, r2)
 
 
+@checks.same_dtype("student", "rotation")
 @checked
 def mixture(
     student: Float[Tensor, "M p"], teacher: Float[Tensor, "Mo p"], s: Real, rotation: Float[Tensor, "k k"]
@@ -821,6 +837,7 @@ def mixture(
     )
 
 
+@checks.same_dtype("student", "rotation", "targets", "x")
 @checked
 def path_losses(
     student: Float[Tensor, "M p"],
@@ -837,6 +854,7 @@ def path_losses(
     return np.array([_static_loss(mixture(student, teacher, s, rotation), targets, x, k).item() for s in s_values])
 
 
+@checks.same_dtype("particles", "g", "x")
 @checked
 def readout_error(
     particles: Particles, g: Float[Tensor, " K"] | Float[Tensor, "K J"], x: Inputs, centered: bool = False

@@ -75,6 +75,15 @@ class QueryModel(nn.Module):
 
     @torch.no_grad()
     def predict(self, prompt: Prompt) -> Tensor:
-        """The prediction at the query, without gradients, in eval mode: usable wherever an estimator is."""
+        """The prediction at the query, without gradients, in eval mode: usable wherever an estimator is. A NaN or
+        infinite prediction from a finite prompt is a ValueError that shows the model's scalar parameters (a step or
+        a curvature that makes a recursion diverge), outside :func:`~icl_utils.checks.nonfinite_allowed`."""
         with evaluating(self):
-            return self(checks.prompt(prompt))
+            out = self(checks.prompt(prompt))
+        if checks.values_checked() and not bool(checks.finite_flag(out)):
+            said = ", ".join(f"{k} = {v.item():.4g}" for k, v in self.named_parameters() if v.numel() == 1)
+            raise ValueError(
+                f"the model's predictions must be finite, but {int((~torch.isfinite(out)).sum())} of {out.numel()} "
+                f"overflowed on a finite prompt: its parameters make it diverge{f' ({said})' if said else ''}"
+            )
+        return out

@@ -24,20 +24,33 @@ from icl_utils.prompts import Prompt, TaskFamily
 
 class AttentionOnFeatures(QueryModel):
     """Linear attention on a feature map ``f``: ``(1/n) sum_i y_i f(x_i)^T Gamma f(x_query)``. Subclasses define
-    ``features`` and the parameter ``gamma``; the prediction is linear in ``Gamma`` (so that Gamma can be fitted
-    by ridge regression, :func:`fit_attention_ridge`)."""
+    ``_feature_map`` and the parameter ``gamma``; the prediction is linear in ``Gamma`` (so that Gamma can be
+    fitted by ridge regression, :func:`fit_attention_ridge`)."""
+
+    def _feature_map(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
 
     def features(self, x: Tensor) -> Tensor:
-        raise NotImplementedError
+        """The feature map ``f(x)``, shape ``(..., m)``, of inputs ``(..., dim)`` of the model's dtype and device."""
+        # checked by hand, not declared: a few attribute reads, where the call itself may be a small product
+        if not isinstance(x, Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        if x.ndim == 0 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (..., {self.dim}) (the model's dim), got {tuple(x.shape)}")
+        checks.prompt_fits(x, self, "x")
+        return self._feature_map(x)
 
     def context_summary(self, prompt: Prompt) -> Tensor:
         """``(1/n) sum_i y_i f(x_i)``, shape ``(B, m)``: what the attention reads from the context."""
+        return self._summary(self._check(prompt))
+
+    def _summary(self, prompt: Prompt) -> Tensor:
         # A (1, n) x (n, m) product per prompt: no (B, n, m) temporary for y_i f(x_i).
-        return (prompt.y[:, None, :] @ self.features(prompt.x))[:, 0] / prompt.n_context
+        return (prompt.y[:, None, :] @ self._feature_map(prompt.x))[:, 0] / prompt.n_context
 
     def forward(self, prompt: Prompt) -> Tensor:
         prompt = self._check(prompt)
-        return ((self.context_summary(prompt) @ self.gamma) * self.features(prompt.x_query)).sum(-1)
+        return ((self._summary(prompt) @ self.gamma) * self._feature_map(prompt.x_query)).sum(-1)
 
 
 class FeatureAttention(AttentionOnFeatures):
@@ -66,7 +79,7 @@ class FeatureAttention(AttentionOnFeatures):
         signs = torch.randint(0, 2, (width,), generator=g) * 2.0 - 1.0
         self.gamma = nn.Parameter(gamma_scale * torch.diag(signs))
 
-    def features(self, x: Tensor) -> Tensor:
+    def _feature_map(self, x: Tensor) -> Tensor:
         # One fused matmul-plus-bias and an in-place ReLU (autograd allows it: the linear map's backward does not
         # need its output): two passes over the (B, n, m) features instead of three.
         return F.relu(F.linear(x, self.W, self.b), inplace=True)
@@ -96,7 +109,7 @@ class MLPAttention(AttentionOnFeatures):
             self.phi[0].bias.uniform_(-input_scale, input_scale)
         self.gamma = nn.Parameter(torch.eye(n_features) / n_features)
 
-    def features(self, x: Tensor) -> Tensor:
+    def _feature_map(self, x: Tensor) -> Tensor:
         return self.phi(x)
 
 
@@ -108,11 +121,11 @@ class FixedFeatureAttention(AttentionOnFeatures):
     @checked
     def __init__(self, features: Callable[[Tensor], Tensor], dim: Width, n_features: Width):
         super().__init__(dim)
-        self._features = features
+        self._given = features
         self.gamma = nn.Parameter(torch.eye(n_features) / n_features)
 
-    def features(self, x: Tensor) -> Tensor:
-        out = self._features(x)
+    def _feature_map(self, x: Tensor) -> Tensor:
+        out = self._given(x)
         if out.shape[-1] != self.gamma.shape[0]:
             raise ValueError(f"features gave {out.shape[-1]} outputs, but n_features={self.gamma.shape[0]}")
         return out.to(self.gamma.dtype)

@@ -21,7 +21,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, NonNegative, Positive, Samples, Seed, Width, checked
+from icl_utils.checks import Count, Positive, Samples, Scale, Seed, Width, checked
 from icl_utils.prompts import Prompt
 
 
@@ -58,7 +58,7 @@ class TeacherFeatures:
     width: Width = 16
     rank: Width | None = None
     scale: Positive = 2.0
-    noise_std: NonNegative = 0.0
+    noise_std: Scale = 0.0
     seed: Seed = 0
     n_whiten: Samples = 2**16
     _particles: Tensor = field(default=None, init=False, repr=False, compare=False)

@@ -15,7 +15,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, NonNegative, Positive, Size, Width, checked
+from icl_utils.checks import Count, PositiveScale, Scale, Size, Width, checked
 from icl_utils.estimators import bayes_linear_regression
 from icl_utils.prompts import Prompt
 
@@ -27,11 +27,11 @@ class LinearRegression:
     ``N(0, x_cov)``, or uniform on ``[-x_range, x_range]^d`` when ``x_range`` is given."""
 
     dim: Width
-    noise_std: NonNegative = 0.0
+    noise_std: Scale = 0.0
     prior_mean: Annotated[Float[Tensor, " {dim}"], checks.Finite] | None = None
     prior_cov: Float[Tensor, " {dim} {dim}"] | None = None
     x_cov: Float[Tensor, " {dim} {dim}"] | None = None
-    x_range: Positive | None = None
+    x_range: PositiveScale | None = None
     _prior_sqrt: Tensor | None = field(default=None, init=False, repr=False, compare=False)
     _x_sqrt: Tensor | None = field(default=None, init=False, repr=False, compare=False)
 

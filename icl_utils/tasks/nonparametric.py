@@ -34,7 +34,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, NonNegative, Positive, Size, Width, checked
+from icl_utils.checks import Count, Positive, Scale, Size, Width, checked
 from icl_utils.estimators import bayes_linear_regression
 from icl_utils.prompts import Prompt
 
@@ -197,7 +197,7 @@ class NonparametricTasks:
     basis: Literal["fourier", "bspline"] = "fourier"
     n_basis: BasisSize = 64
     order: Order = 2
-    noise_std: NonNegative = 0.1
+    noise_std: Scale = 0.1
     noiseless_query: bool = False
     orthonormal: bool = False
     _index: list = field(default=None, init=False, repr=False, compare=False)
@@ -335,6 +335,9 @@ class NonparametricTasks:
     @checked
     def feature_prompt(self, prompt: Prompt) -> Prompt:
         """The same prompt with every input replaced by its basis functions: a linear-regression prompt."""
+        prompt = checks.prompt(prompt, finite=False)
+        if prompt.dim != self.dim:
+            raise ValueError(f"prompt must have the task's dim={self.dim}, got dimension {prompt.dim}")
         return Prompt(self.features(prompt.x), prompt.y, self.features(prompt.x_query), prompt.y_query)
 
     def posterior_mean(self, prompt: Prompt) -> Tensor:

@@ -19,7 +19,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, Finite, NonNegative, Pair, Real, Seed, Width, checked
+from icl_utils.checks import Count, Finite, Offset, Pair, Scale, Seed, Width, checked
 from icl_utils.prompts import Prompt
 
 MAX_DEGREE = 170  # He_i is divided by sqrt(i!), and 171! overflows a float64
@@ -72,8 +72,8 @@ class SingleIndexTasks:
     subspace_dim: Width
     min_degree: Count = 2
     max_degree: Degree = 3
-    noise_std: NonNegative = 0.0
-    lead_mean: Real = 2.0
+    noise_std: Scale = 0.0
+    lead_mean: Offset = 2.0
     subspace_seed: Seed = 0
     basis: Tensor = field(init=False, repr=False, compare=False)
 
