@@ -1490,7 +1490,7 @@ def plot_risk_against_signal(
         np.asarray(norms, dtype=float),
         series,
         ax=ax,
-        styles=SIGNAL_STYLES if styles is None else styles,
+        styles={k: v for k, v in SIGNAL_STYLES.items() if k in series} if styles is None else styles,
         xlabel=r"norm of the shared signal $\|\beta^*\|$",
         ylabel="ICL risk",
     )
