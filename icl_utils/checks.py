@@ -7,7 +7,6 @@ semi-definite) is checked by the helpers below."""
 
 from __future__ import annotations
 
-import inspect
 import numbers
 import warnings
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ from torch import Tensor
 from icl_utils import config
 from icl_utils.declared import (  # noqa: F401  re-exported: the package declares its checks from here
     _CHECK_VALUES,
+    Columns,
     Count,
     Counts,
     Depth,
@@ -37,11 +37,13 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     Positive,
     Positives,
     PositiveScale,
+    PositiveVariance,
     Probability,
     Rate,
     Real,
     Reals,
     Reps,
+    Rows,
     Samples,
     Scale,
     Seed,
@@ -50,7 +52,9 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     Size,
     Steps,
     SumsToOne,
+    Variance,
     Width,
+    WithinScale,
     checked,
     declare,
     describe,
@@ -58,7 +62,9 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     mapping_of,
     refusal,
     same_dtype,
+    says,
     sequence_of,
+    takes,
     values_checked,
 )
 from icl_utils.prompts import Prompt, TaskFamily
@@ -85,6 +91,8 @@ def as_float64(name: str, value: object) -> Tensor:
         raise TypeError(f"{name} must be a tensor of numbers, got {type(value).__name__}") from err
     if t.is_complex():
         raise TypeError(f"{name} must hold real numbers, got {t.dtype}")
+    if t.device.type == "meta":
+        raise ValueError(f"{name} must hold values, but is on the meta device")
     return t.double()
 
 
@@ -169,7 +177,9 @@ def nonfinite_allowed() -> Iterator[None]:
 
 
 def finite(name: str, value: Tensor) -> Tensor:
-    """``value`` itself, or a ValueError naming it when it holds a NaN or an infinity."""
+    """``value`` itself, or a ValueError naming it when it holds a NaN or an infinity (or no values: meta)."""
+    if value.device.type == "meta":
+        raise ValueError(f"{name} must hold values, but is on the meta device")
     if not bool(finite_flag(value)):
         bad = ~torch.isfinite(value)
         raise ValueError(
@@ -193,6 +203,8 @@ def prompt(value: object, name: str = "prompt", *, finite: bool = True) -> Promp
         raise TypeError(f"{name} must be an icl_utils.Prompt, got {type(value).__name__}")
     if value.dim == 0:
         raise ValueError(f"{name} must have inputs of at least one coordinate, got d = 0")
+    if value.x.device.type == "meta":
+        raise ValueError(f"{name} must hold values, but is on the meta device")
     if finite and values_checked():
         bad_fields = nonfinite_names({f: getattr(value, f) for f in ("x", "y", "x_query", "y_query")})
         if bad_fields:
@@ -204,20 +216,6 @@ def prompt(value: object, name: str = "prompt", *, finite: bool = True) -> Promp
                 "drop those prompts, or wrap the call in icl_utils.checks.nonfinite_allowed()"
             )
     return value
-
-
-def takes(fn: Callable, count: int, name: str, what: str) -> None:
-    """A TypeError naming ``name`` unless the callable ``fn`` can be called with ``count`` positional arguments
-    (``what`` says them), before a loop calls it and fails at its first step; a callable whose signature Python
-    cannot read (some builtins) passes."""
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return
-    try:
-        signature.bind(*range(count))
-    except TypeError:
-        raise TypeError(f"{name} must take {what}, got a callable of signature {signature}") from None
 
 
 def predictions_of(fn: Callable[[Prompt], object], prompt: Prompt, name: str) -> object:
@@ -233,6 +231,12 @@ def predictions_of(fn: Callable[[Prompt], object], prompt: Prompt, name: str) ->
         ) from err
 
 
+class Diverged(FloatingPointError, ValueError):
+    """A run whose loss or parameters became NaN or infinite, or grew by orders of magnitude: a FloatingPointError,
+    as such numbers are, and a ValueError, since the cause is an argument (a step size ``lr`` too large, say),
+    which the message names."""
+
+
 def finite_losses(losses: Tensor, first_step: int) -> None:
     """Raise a FloatingPointError if a block of recorded losses (rows are steps, the first being ``first_step``)
     holds a NaN or an infinity, naming the first such step."""
@@ -240,17 +244,19 @@ def finite_losses(losses: Tensor, first_step: int) -> None:
     if not bool(finite.all()):
         bad = int((~finite).nonzero()[0, 0])
         value = losses[bad].item() if losses[bad].numel() == 1 else losses[bad].tolist()  # one model's: a number
-        raise FloatingPointError(f"training loss became {value} at step {first_step + bad}; lower lr or check the task")
+        raise Diverged(f"training loss became {value} at step {first_step + bad}; lower lr or check the task")
 
 
 def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> None:
     """A ValueError with the estimated size when one tensor of ``values`` entries would exceed
-    :data:`icl_utils.config.MAX_ELEMENTS`, before torch tries (and a machine swaps for a minute) to allocate it."""
-    if values > config.MAX_ELEMENTS:
-        size = values * torch.finfo(dtype).bits / 8
+    :data:`icl_utils.config.MAX_ELEMENTS` float32 values (in bytes: 2^30 int64 values are twice as many bytes),
+    before torch tries (and a machine swaps for a minute) to allocate it."""
+    size = values * dtype.itemsize
+    if size > config.MAX_ELEMENTS * 4:
         raise ValueError(
             f"{what} = {values:.3g} values ({size / 2**30:.3g} GiB in {dtype}) exceed the limit of one tensor, "
-            f"config.MAX_ELEMENTS = {config.MAX_ELEMENTS:.3g} values; ask for fewer at a time"
+            f"{config.MAX_ELEMENTS * 4 / 2**30:.3g} GiB (config.MAX_ELEMENTS = {config.MAX_ELEMENTS:.3g} float32 "
+            "values); ask for fewer at a time"
         )
 
 

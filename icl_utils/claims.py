@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 from beartype.vale import Is
 
 from icl_utils import config
@@ -253,6 +254,13 @@ class Ledger:
     _repr_markdown_ = table
 
 
+def _plain_json(value: object) -> object:
+    """NumPy's numbers and arrays as the JSON values they hold (json calls this for a value it has no type for)."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 @checked
 def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -> Path:
     """Write ``data`` as JSON to ``path`` atomically: serialized first (a value JSON cannot hold fails before the
@@ -264,8 +272,10 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
     no longer run (a killed run's: SIGKILL skips any cleanup) are removed, never a live writer's. Of concurrent
     writes the last rename wins, whole."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"path must name a file, got the folder {path}")
     try:
-        text = json.dumps(data, indent=2, allow_nan=allow_nan) + "\n"
+        text = json.dumps(data, indent=2, allow_nan=allow_nan, default=_plain_json) + "\n"
     except (ValueError, TypeError) as err:  # a NaN with allow_nan=False, a value JSON has no type for
         raise type(err)(f"data must hold only what JSON holds: {err}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -386,8 +396,28 @@ def _cell(text: str) -> str:
 
 def _fields(name: str, record: dict, fields: tuple[str, ...]) -> None:
     """A ValueError naming ``name`` when the record lacks one of ``fields`` (a hand-made or older record)."""
+    if not isinstance(record, Mapping):
+        raise TypeError(f"{name} must be a claim's (or ledger's) JSON record, a dict; got {type(record).__name__}")
     if missing := [f for f in fields if f not in record]:
         raise ValueError(f"{name} must be a claim's (or ledger's) JSON record; it lacks {missing}")
+
+
+def _number_field(name: str, value: object) -> None:
+    """A ValueError naming ``name`` unless ``value`` reads as a number (JSON holds infinities as "inf")."""
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r:.40}") from None
+
+
+def _claim_fields(name: str, record: object, fields: tuple[str, ...]) -> None:
+    """A claim's record checked as the tables read it: its ``fields`` (and ``status``) present, its value a number,
+    its controls records of a name, a value and whether it fails."""
+    _fields(name, record, (*fields, "status"))
+    _number_field(f"{name}['value']", record["value"])
+    for j, control in enumerate(record.get("controls") or []):
+        _fields(f"{name}['controls'][{j}]", control, ("name", "value", "fails"))
+        _number_field(f"{name}['controls'][{j}]['value']", control["value"])
 
 
 @checked
@@ -400,7 +430,9 @@ def table(claims: Sequence[Claim | dict]) -> str:
     ]
     for i, c in enumerate(claims):
         d = c.as_dict() if isinstance(c, Claim) else c
-        _fields(f"claims[{i}]", d, ("id", "statement", "source", "value", "check", "tolerance_origin", "controls"))
+        _claim_fields(
+            f"claims[{i}]", d, ("id", "statement", "source", "value", "check", "tolerance_origin", "controls")
+        )
         measured = _fmt(d["value"])
         if d.get("interval"):
             measured += f" [{_fmt(d['interval'][0])}, {_fmt(d['interval'][1])}]"
@@ -427,6 +459,8 @@ def table(claims: Sequence[Claim | dict]) -> str:
 def load(folder: str | os.PathLike | None = None) -> dict[str, dict]:
     """Every ledger written into ``folder`` (default :func:`claims_dir`), by chapter."""
     folder = claims_dir() if folder is None else Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"folder must be a folder of ledgers, got the file {folder}")
     out = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
@@ -453,6 +487,12 @@ def overview(chapters: list[str] | tuple[str, ...], ledgers: Mapping[str, dict])
             rows.append(f"| {link} | not yet migrated to a ledger | | | |")
             continue
         _fields(f"ledgers[{chapter!r}]", record, ("mode", "device", "commit", "date", "claims"))
+        if not isinstance(record["claims"], (list, tuple)):
+            raise TypeError(
+                f"ledgers[{chapter!r}]['claims'] must be a list of claims, got {type(record['claims']).__name__}"
+            )
+        for j, d in enumerate(record["claims"]):
+            _claim_fields(f"ledgers[{chapter!r}]['claims'][{j}]", d, ("id", "statement", "value", "check"))
         runs.append(f"| {link} | {record['mode']} | {record['device']} | {record['commit']} | {record['date']} |")
         if record.get("problems"):
             rows.append(f"| {link} | **the ledger fails**: {_cell('; '.join(record['problems']))} | | | |")

@@ -74,6 +74,8 @@ def chapter_env(environ: dict[str, str] | os._Environ) -> dict[str, str]:
     ``environ`` sets OpenMP's waiting itself. Neither changes a number the chapter computes, only how fast."""
     if not isinstance(environ, Mapping):  # config sits below the declared checks: a hand check
         raise TypeError(f"environ must be a mapping of names to values (os.environ), got {type(environ).__name__}")
+    if bad := [k for k, v in environ.items() if not isinstance(k, str) or not isinstance(v, str)]:
+        raise TypeError(f"environ must map names to str values, as a process's environment does; not {bad[:3]}")
     env = {**environ, **CHAPTER_ENV}
     if "GOMP_SPINCOUNT" not in environ and "OMP_WAIT_POLICY" not in environ:
         busy = cpu_busy()
@@ -138,6 +140,8 @@ def show_progress() -> bool:
 def progress_bar(iterable: Iterable[T], *, desc: str, enabled: bool = True) -> tqdm:
     """``iterable`` with a progress bar when ``enabled`` and :func:`show_progress` allow it; the one place the
     package draws bars (plain tqdm: ``tqdm.auto`` without ipywidgets writes a warning into the page)."""
+    if not isinstance(iterable, Iterable):
+        raise TypeError(f"iterable must be an iterable (a range, a list), got {type(iterable).__name__}")
     return tqdm(iterable, desc=desc, disable=not (enabled and show_progress()), mininterval=1.0, leave=False)
 
 

@@ -69,16 +69,25 @@ Fraction = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v < 1]]
 Scale = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <= config.MAX_SCALE]]
 PositiveScale = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v <= config.MAX_SCALE]]
 Offset = Annotated[float, Is[lambda v: not isinstance(v, bool) and -config.MAX_SCALE <= v <= config.MAX_SCALE]]
+#: a variance: a scale squared
+Variance = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <= config.MAX_SCALE**2]]
+PositiveVariance = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v <= config.MAX_SCALE**2]]
 #: a rate in [0, 1) (dropout)
 Rate = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v < 1]]
 #: a non-empty tuple or list of such numbers, every item checked (beartype checks one random item of a container)
-Counts = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Count) for x in v)]]
-Positives = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Positive, conf=_CONF) for x in v)]]
-Reals = Annotated[tuple | list, Is[lambda v: len(v) > 0 and all(is_bearable(x, Real, conf=_CONF) for x in v)]]
+#: (a 1-D numpy array too, its items taken as the Python numbers they hold)
+Counts = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Count)]]
+Positives = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Positive)]]
+Reals = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Real)]]
 #: a floating-point dtype (torch.float32, torch.float64, ...): the dtype of a sample or of parameters
 FloatDtype = Annotated[torch.dtype, Is[lambda d: d.is_floating_point]]
 #: a tensor with at least one entry along its first axis (a batch of at least one)
 NonEmpty = Is[lambda t: len(t) > 0]
+#: values of magnitude at most config.MAX_SCALE (a task's means)
+WithinScale = Is[lambda t: bool(t.abs().max() <= config.MAX_SCALE) if t.numel() else True]
+#: a matrix (or a stack of them) with at least one column; with at least one row
+Columns = Is[lambda t: t.ndim >= 1 and t.shape[-1] >= 1]
+Rows = Is[lambda t: t.ndim >= 2 and t.shape[-2] >= 1]
 #: a tensor with at least two entries along its first axis (a spread over them)
 Pair = Is[lambda t: len(t) >= 2]
 #: a vector of positive probabilities summing to 1 (within 1e-6, summed in float64)
@@ -86,11 +95,21 @@ SumsToOne = Is[lambda p: bool((p > 0).all()) and abs(p.double().sum().item() - 1
 Distribution = Annotated[Float[Tensor, " K"], SumsToOne]
 
 
+def _all_of(values: tuple | list | np.ndarray, item: object) -> bool:
+    """Whether ``values`` is non-empty (a 1-D array if an array) and every item is ``item``."""
+    if isinstance(values, np.ndarray) and values.ndim != 1:
+        return False
+    plain = [v.item() if isinstance(v, np.generic) else v for v in values]
+    return len(plain) > 0 and all(is_bearable(x, item, conf=_CONF) for x in plain)
+
+
 def finite_flag(t: Tensor) -> Tensor:
     """Whether ``t`` holds no NaN or infinity, as a 0-dim bool tensor (no host sync). For a non-empty tensor of a
     float dtype, one reduction to its smallest and largest values, to which a NaN propagates: on a large tensor far
     faster than ``isfinite``'s mask of every value (about 30x for 34 million values on the CPU); for other
     tensors (empty, integer, bool, complex, float8), ``isfinite``'s mask."""
+    if t.device.type == "meta":  # a tensor without values has no finite value
+        return torch.tensor(False)
     if t.numel() == 0 or t.dtype not in _REDUCIBLE:
         return torch.isfinite(t).all()
     return torch.isfinite(torch.stack(torch.aminmax(t))).all()
@@ -137,10 +156,12 @@ _DESCRIBED = {
     Rate: ("a real number", "in [0, 1)"),
     Scale: ("a real number", f"in [0, {config.MAX_SCALE:.0e}] (config.MAX_SCALE)"),
     PositiveScale: ("a real number", f"in (0, {config.MAX_SCALE:.0e}] (config.MAX_SCALE)"),
+    Variance: ("a real number", f"in [0, {config.MAX_SCALE**2:.0e}] (config.MAX_SCALE^2)"),
+    PositiveVariance: ("a real number", f"in (0, {config.MAX_SCALE**2:.0e}] (config.MAX_SCALE^2)"),
     Offset: ("a real number", f"in [-{config.MAX_SCALE:.0e}, {config.MAX_SCALE:.0e}] (config.MAX_SCALE)"),
-    Counts: ("a tuple or list", "a non-empty tuple or list of ints >= 1"),
-    Positives: ("a tuple or list", "a non-empty tuple or list of numbers > 0 and finite"),
-    Reals: ("a tuple or list", "a non-empty tuple or list of finite numbers"),
+    Counts: ("a tuple, list or 1-D array", "a non-empty tuple, list or 1-D array of ints >= 1"),
+    Positives: ("a tuple, list or 1-D array", "a non-empty tuple, list or 1-D array of numbers > 0 and finite"),
+    Reals: ("a tuple, list or 1-D array", "a non-empty tuple, list or 1-D array of finite numbers"),
 }
 
 
@@ -164,6 +185,15 @@ _CONTAINERS = {
     tuple: "a tuple",
     np.ndarray: "a numpy array",
 }
+
+
+_SAID: dict[int, str] = {}
+
+
+def says(validator: T, words: str) -> T:
+    """``validator`` (a beartype ``Is[...]``, declared elsewhere) given the words its error messages use."""
+    _SAID[id(validator)] = words
+    return validator
 
 
 def describe(hint: T, kind: str, constraint: str) -> T:
@@ -217,8 +247,11 @@ def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
     if typing.get_origin(hint) is Annotated:
         kind, constraint = _words(typing.get_args(hint)[0], arguments)
         extra = {id(Finite): "with finite values", id(NonEmpty): "not empty", id(Pair): "with at least two rows"}
+        extra[id(WithinScale)] = f"of magnitude at most config.MAX_SCALE = {config.MAX_SCALE:.0e}"
+        extra |= {id(Columns): "with at least one column", id(Rows): "with at least one row"}
         extra[id(SumsToOne)] = "with positive values summing to 1"
         # a validator declared elsewhere and not described (describe()) is shown as its source
+        extra |= _SAID
         said = [extra.get(id(m), "satisfying " + repr(m).removeprefix("beartype.vale.")) for m in hint.__metadata__]
         return kind, ", ".join([constraint, *said])
     if isinstance(hint, type) and issubclass(hint, AbstractArray):
@@ -277,7 +310,8 @@ def _of_kind(value: object, hint: object) -> bool:
 
 def _shown(value: object) -> str:
     if isinstance(value, Tensor):
-        return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"
+        where = "" if value.device.type == "cpu" else f" on {value.device}"
+        return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}{where}"
     if isinstance(value, np.ndarray):
         return f"a {value.dtype} numpy array of shape {value.shape}"
     text = repr(value)
@@ -368,6 +402,45 @@ def _fixed_axes(name: str, arguments: dict, fn: Callable) -> list[tuple[str, str
     return list(fixed.values())
 
 
+def _arity(hint: object) -> list | None:
+    """The argument types of a ``Callable[[A, B], R]`` in ``hint`` (under Annotated or in an Optional), or None
+    when it declares none (``Callable``, ``Callable[..., R]``)."""
+    while typing.get_origin(hint) is Annotated:
+        hint = typing.get_args(hint)[0]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        found = [a for a in map(_arity, typing.get_args(hint)) if a is not None]
+        return found[0] if len(found) == 1 else None
+    if typing.get_origin(hint) is collections.abc.Callable:
+        args = typing.get_args(hint)
+        return list(args[0]) if args and isinstance(args[0], list) else None
+    return None
+
+
+def _kind(hint: object) -> str:
+    return _words(hint)[0]
+
+
+_COUNTS = ("no argument", "one argument", "two arguments", "three arguments")
+
+
+def takes(fn: object, kinds: list, name: str) -> None:
+    """A TypeError naming ``name`` unless the callable ``fn`` can be called with one positional argument of each
+    of ``kinds`` (declared types, or words), before a loop calls it and fails at its first step. A callable whose
+    signature Python cannot read (some builtins) passes."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*range(len(kinds)))
+    except TypeError:
+        said = ", ".join(
+            k if isinstance(k, str) else " or ".join(dict.fromkeys(map(_kind, _options(k)))) for k in kinds
+        )
+        count = _COUNTS[len(kinds)] if len(kinds) < len(_COUNTS) else f"{len(kinds)} arguments"
+        raise TypeError(f"{name} must take {count}{f' ({said})' if said else ''}, got a callable {signature}") from None
+
+
 def checked(fn: F) -> F:
     """``fn`` (a function, or a class whose ``__init__`` is checked), its arguments checked on every call against
     its annotations: jaxtyping's dtypes and shapes, beartype's types and validators (a container's items only where
@@ -378,16 +451,26 @@ def checked(fn: F) -> F:
     if isinstance(fn, type):  # a class (a dataclass): its __init__ checked against the fields' types
         fn.__init__ = checked(fn.__init__)
         return fn
-    signature, typed = inspect.signature(fn), None
+    signature, typed, arities = inspect.signature(fn), None, {}
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        nonlocal typed
+        nonlocal typed, arities
         if typed is None:  # at the first call, when the module's names (hints may name later classes) are all bound
+            hints = typing.get_type_hints(fn, include_extras=True)
+            arities = {k: a for k, h in hints.items() if k != "return" and (a := _arity(h)) is not None}
             typed = _typed(fn)
         args = [_plain(a) for a in args]
         kwargs = {k: _plain(v) for k, v in kwargs.items()}
         try:
+            if arities:  # a callable declared Callable[[A, ...], R] must take that many arguments
+                try:
+                    bound = signature.bind(*args, **kwargs).arguments
+                except TypeError:  # a bad binding is the type checker's to report
+                    bound = {}
+                for name, kinds in arities.items():
+                    if callable(value := bound.get(name)):
+                        takes(value, kinds, name)
             return typed(*args, **kwargs)
         except TypeCheckError as err:
             found = re.search(r"typechecking parameter '(\w+)'", str(err))

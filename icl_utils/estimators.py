@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 import torch
-from jaxtyping import Float, Shaped
+from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks, config
@@ -303,7 +303,7 @@ def kernel_ridge_fit(
 
 
 @checked
-def _queries(inputs: Shaped[Tensor, "{batch} Q {dim}"], batch: int, dim: int) -> Tensor:
+def _queries(inputs: Annotated[Float[Tensor, "{batch} Q {dim}"], checks.Finite], batch: int, dim: int) -> Tensor:
     """``inputs`` given to a fitted predictor: ``Q`` query points for each of the ``batch`` prompts it was fitted to."""
     return inputs
 

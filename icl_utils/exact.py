@@ -23,13 +23,26 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, Counts, NonNegative, Positive, Samples, Seed, Steps, Width, checked
+from icl_utils.checks import (
+    Count,
+    Counts,
+    Fraction,
+    NonNegative,
+    Positive,
+    PositiveVariance,
+    Samples,
+    Seed,
+    Steps,
+    Variance,
+    Width,
+    checked,
+)
 from icl_utils.tasks.linear import LinearRegression
 from icl_utils.tasks.nonparametric import NonparametricTasks
 
 
 @checked
-def optimal_gd_lr(n: Count, dim: Width, noise_var: NonNegative, prior_var: Positive = 1.0) -> float:
+def optimal_gd_lr(n: Count, dim: Width, noise_var: Variance, prior_var: PositiveVariance = 1.0) -> float:
     """The step size minimizing the risk of :func:`~icl_utils.estimators.one_step_gd` for ``x ~ N(0, I)``, ``w ~ N(0,
     prior_var I)``.
 
@@ -130,7 +143,7 @@ class AttentionMoments:
         return self.c * (1 - 1 / n) + self.w / n
 
     @checked
-    def gamma(self, n: Count, rtol: Positive = 1e-9) -> Tensor:
+    def gamma(self, n: Count, rtol: Fraction = 1e-9) -> Tensor:
         """The minimizer ``Gamma* = S^-1 C G^-1`` of the risk at ``n`` examples, computed on the directions of
         feature space whose variance (eigenvalue of ``G``) exceeds ``rtol`` times the largest, so that redundant or
         nearly collinear features are allowed."""
@@ -178,6 +191,8 @@ def _moments(
         raise ValueError(f"features must read inputs of task.dim = {task.dim}, but its model reads dim={owner.dim}")
     # A copy: the nodes are kept for later calls, and a feature map may write into its input.
     phi = features(nodes.clone() if param is None else nodes.to(param.device, param.dtype, copy=True))
+    if not isinstance(phi, Tensor):
+        raise TypeError(f"features must return a torch.Tensor, got {type(phi).__name__}")
     phi = phi.double().cpu()
     if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
         raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")

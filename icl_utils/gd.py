@@ -127,14 +127,6 @@ def gradient_descent(
     The losses stay on the device and are checked at each record: a NaN or infinite loss raises a
     ``FloatingPointError`` naming the first such step, without a host sync at every step (one per record).
     """
-    checks.takes(loss_fn, 1, "loss_fn", "one argument (the parameters)")
-    for fn, name, count, what in (
-        (record, "record", 1, "one argument (the parameters)"),
-        (hook, "hook", 3, "three arguments (step, parameters, loss)"),
-        (until, "until", 1, "one argument (the record)"),
-    ):
-        if fn is not None:
-            checks.takes(fn, count, name, what)
     blocks = _blocks(init)
     sizes = _step_sizes(lr, blocks)
     params = {name: t.detach().clone().requires_grad_(True) for name, t in blocks.items()}
@@ -165,7 +157,7 @@ def gradient_descent(
         """The step after the last recorded loss, which no loss shows."""
         bad = [name or "the parameters" for name in checks.nonfinite_names(params)]
         if bad:
-            raise FloatingPointError(f"{', '.join(bad)} became non-finite by step {step}; lower lr or check the task")
+            raise checks.Diverged(f"{', '.join(bad)} became non-finite by step {step}; lower lr or check the task")
 
     def keep(step: int) -> bool:
         """Record at ``step``; whether ``until`` says to stop there."""
@@ -179,6 +171,11 @@ def gradient_descent(
         if records_loss:
             checks.finite_losses(torch.as_tensor(values["loss"])[None], first_step=step)
         for name, value in values.items():
+            if name in kept and kept[name][0].shape != value.shape:  # the history stacks them
+                raise ValueError(
+                    f"record must return quantities of fixed shapes; {name!r} had shape {kept[name][0].shape}, "
+                    f"now {value.shape}"
+                )
             kept.setdefault(name, []).append(value)
         kept_steps.append(step)
         return until is not None and _truth(until(values))

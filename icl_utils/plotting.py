@@ -177,6 +177,11 @@ def _number(value: object, low: float | None = None) -> bool:
     return ok and (low is None or value > low)
 
 
+def _limits(value: tuple | list, low: float | None) -> bool:
+    """Whether ``value`` is two finite numbers in increasing order (each ``> low`` if given): axis limits."""
+    return len(value) == 2 and all(_number(v, low) for v in value) and value[0] < value[1]
+
+
 def _holds(value: object, *keys: str) -> bool:
     """Whether ``value`` is a mapping with (at least) ``keys``."""
     return isinstance(value, Mapping) and all(k in value for k in keys)
@@ -199,7 +204,7 @@ def _holds_pair(value: object) -> bool:
 
 def _three_steps(value: object) -> bool:
     a = _numbers(value)
-    return a is not None and a.shape == (3,) and not np.isnan(a).any()
+    return a is not None and a.shape == (3,) and not np.isnan(a).any() and bool(np.all(np.diff(a) >= 0))
 
 
 _ARRAY = Sequence | np.ndarray  # of numbers, or of Axes
@@ -221,8 +226,8 @@ Descents = mapping_of(GDHistory, "icl_utils.GDHistory")
 # (the tags keep the declarations apart: each has its own words)
 _ORDERED = Is[lambda v: v[0] < v[1]]
 Size2 = describe(Annotated[tuple[Positive, Positive], "size"], "a tuple", "a pair (width, height) of numbers > 0")
-Limits = describe(Annotated[tuple[Real, Real], _ORDERED], "a tuple", "a pair (bottom < top) of finite numbers")
-LogLimits = describe(Annotated[tuple[Positive, Positive], _ORDERED], "a tuple", "a pair (bottom < top) of numbers > 0")
+Limits = declare(tuple | list, lambda v: _limits(v, None), "a pair (bottom < top) of finite numbers")
+LogLimits = declare(tuple | list, lambda v: _limits(v, 0), "a pair (bottom < top) of numbers > 0")
 
 
 def _curve(name: str, value: object, *shapes: tuple, finite: bool = True, log: bool = False) -> np.ndarray:
@@ -624,9 +629,10 @@ def plot_training_loss(
     by their task). Histories of one method (two settings of the transformer) share its colour, the second
     dashed."""
     ax = ax if ax is not None else plt.gca()
-    colors = [method_color(n) or c for n, c in zip(histories, colors_for(list(histories)))]
-    styles = [RECURRING_STYLES[k % len(RECURRING_STYLES)] for k in recurrences(list(histories))]
-    for (name, hist), color, style in zip(histories.items(), colors, styles):
+    names = [str(n) for n in histories]  # keys may be numbers (widths, norms)
+    colors = [method_color(n) or c for n, c in zip(names, colors_for(names))]
+    styles = [RECURRING_STYLES[k % len(RECURRING_STYLES)] for k in recurrences(names)]
+    for name, hist, color, style in zip(names, histories.values(), colors, styles):
         smooth = hist.smoothed(window).reshape(len(hist.losses), -1)
         label = name if smooth.shape[1] == 1 else f"{name} ({smooth.shape[1]} {runs}, dark to light)"
         lines = ax.plot(np.arange(1, len(hist.losses) + 1), smooth, linewidth=1.5, linestyle=style)
@@ -687,6 +693,8 @@ def plot_lines(
     for name, style in (styles or {}).items():
         if name not in series:  # a typo would leave the line in its default style, unnoticed
             raise ValueError(f"styles must be keyed by names of series, got {name!r} (series: {list(series)})")
+        if not isinstance(style, Mapping) or "label" in style:
+            raise ValueError(f"styles[{name!r}] must be a dict of line keywords other than label (the series' name)")
         try:
             Line2D([], [], **style)
         except (AttributeError, TypeError) as err:  # matplotlib's words for a keyword that no line has
@@ -1395,7 +1403,13 @@ def plot_sample_complexity(
     marker with an error bar). ``slopes`` maps a title to ``{learner: fitted exponent}``, written in the legend."""
     for title, (xs, curves) in panels.items():
         for name, values in curves.items():
-            _curve(f"panels[{title!r}][1][{name!r}]", values, (len(xs),), (len(xs), 3), finite=False)
+            array = _curve(f"panels[{title!r}][1][{name!r}]", values, (len(xs),), (len(xs), 3), finite=False)
+            ordered = (array[:, 1] <= array[:, 0]) & (array[:, 0] <= array[:, 2]) if array.ndim == 2 else True
+            if not np.all(ordered | ~np.isfinite(array).all(-1)):  # rows that did not reach a level are not drawn
+                raise ValueError(f"panels[{title!r}][1][{name!r}] must hold rows (estimate, low, high), low <= high")
+    for title, exponents in (slopes or {}).items():
+        if not isinstance(exponents, Mapping) or not all(_number(v) for v in exponents.values()):
+            raise ValueError(f"slopes[{title!r}] must map learners to exponents (numbers), got {exponents!r:.80}")
     fig, axes = plt.subplots(1, len(panels), figsize=_size(FIGURE_WIDTH, 3.4), squeeze=False)
     for ax, (title, (xs, curves)) in zip(axes[0], panels.items()):
         xs = np.asarray(xs, dtype=float)
@@ -1683,6 +1697,8 @@ def plot_gd_records(histories: Descents, *, keys: Keys, logy: bool = True, width
         missing = [key for key in keys if key not in hist.records]
         if missing:
             raise ValueError(f"run {name!r} recorded no {missing}; it has {sorted(hist.records)}")
+        for key in keys:
+            _curve(f"histories[{name!r}].records[{key!r}]", hist.records[key], (len(hist.steps),), log=logy)
     # constrained layout: a log axis's tick labels would run into the next panel's y label
     fig, axes = plt.subplots(1, len(keys), figsize=_size(width * len(keys), 4), squeeze=False, layout="constrained")
     for ax, key in zip(axes[0], keys):
@@ -1737,6 +1753,8 @@ def plot_attention_snapshots(steps: Grid, attn: Sequence | np.ndarray, *, at: Gr
     (each rounded up to the next recorded step). ``steps``: shape ``(T,)``; ``attn``: shape ``(T, K, K)``."""
     _curve("attn", attn, (len(steps), "K", "K"), finite=False)
     steps, attn = np.asarray(steps), np.asarray(attn)
+    if np.any(np.diff(steps) <= 0):  # the search for each of at's steps needs them in order
+        raise ValueError(f"steps must increase, got {steps.tolist()[:8]}")
     picks = [min(int(np.searchsorted(steps, t)), len(steps) - 1) for t in at]
     fig, axes = plt.subplots(
         1, len(picks), figsize=_size(3.5 * len(picks), 3.6), constrained_layout=True, squeeze=False
@@ -1745,7 +1763,7 @@ def plot_attention_snapshots(steps: Grid, attn: Sequence | np.ndarray, *, at: Gr
     return tidy(fig)
 
 
-PhaseEnds = declare(_ARRAY, _three_steps, "three steps, each a number or inf (never)")
+PhaseEnds = declare(_ARRAY, _three_steps, "three steps in order, each a number or inf (never)")
 
 
 @checked

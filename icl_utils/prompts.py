@@ -72,6 +72,11 @@ class Prompt:
             raise ValueError(
                 f"xs and ys must be tensors of shape (B, n+1, d) and (B, n+1), got {said[0]} and {said[1]}"
             )
+        if xs.shape[1] == 0 or not xs.is_floating_point() or not ys.is_floating_point():  # a query, float values
+            raise ValueError(
+                f"xs and ys must be float tensors of at least one point (the query), got {xs.dtype} and {ys.dtype} "
+                f"with {xs.shape[1]} points"
+            )
         return cls(x=xs[:, :-1], y=ys[:, :-1], x_query=xs[:, -1], y_query=ys[:, -1])
 
     def points(self) -> tuple[Tensor, Tensor]:
@@ -106,9 +111,11 @@ class Prompt:
     @checked
     def take(self, index: slice | Int[Tensor, " k"] | Bool[Tensor, " {self.batch_size}"]) -> Prompt:
         """The prompts selected by ``index`` along the batch dimension (a slice, indices or a boolean mask)."""
+        if isinstance(index, slice) and index.step is not None and index.step <= 0:  # torch slices forward only
+            raise ValueError(f"index must be a slice with a positive step, got {index}")
         try:
             x = self.x[index]
-        except IndexError as err:  # an index past the batch
+        except (IndexError, TypeError) as err:  # an index past the batch, a slice of floats
             raise ValueError(f"index must select prompts of the batch of {self.batch_size}: {err}") from None
         if not len(x):
             raise ValueError(f"index must select at least one prompt, got {index}")
@@ -168,6 +175,8 @@ def unchecked_squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
             f"predictions must have shape {query} (the query) or {every} (every point), got {tuple(preds.shape)}"
         )
     targets = prompt.points()[1] if preds.ndim == 2 else prompt.y_query
+    if preds.device != targets.device:
+        raise ValueError(f"predictions must be on the prompt's device, {targets.device}, got {preds.device}")
     return (preds.to(torch.promote_types(preds.dtype, targets.dtype)) - targets).square()
 
 
@@ -182,4 +191,5 @@ def swap_contexts(prompt: Prompt, shift: Integer = 1) -> Prompt:
         raise ValueError(
             f"shift must be an int that moves every prompt to another (batch of {prompt.batch_size}), got {shift!r}"
         )
+    shift %= prompt.batch_size  # torch's roll takes a 64-bit shift; only the shift modulo the batch matters
     return Prompt(prompt.x.roll(shift, 0), prompt.y.roll(shift, 0), prompt.x_query, prompt.y_query)

@@ -45,6 +45,7 @@ from icl_utils.checks import (
     checked,
     mapping_of,
     sequence_of,
+    takes,
 )
 from icl_utils.estimators import ridge
 from icl_utils.exact import attention_risk
@@ -70,8 +71,12 @@ def _scored(preds: object, prompt: Prompt, *, query_only: bool, name: str) -> Te
             f"{name} must return one prediction per prompt, shape ({prompt.batch_size},), got "
             f"{shape}; for a GPT, pass model.predict"
         )
-    errors = unchecked_squared_errors(preds, prompt)
+    try:
+        errors = unchecked_squared_errors(preds, prompt)
+    except (TypeError, ValueError) as err:  # the predictions' type, dtype, shape or device: what name returned
+        raise type(err)(f"{name} returned bad predictions: {err}") from None
     checks.finite(f"{name}'s predictions", preds)
+    checks.finite(f"{name}'s squared errors (of finite predictions, overflowing)", errors)
     return errors
 
 
@@ -114,7 +119,7 @@ def mean_and_band(
     errors: Annotated[Float[Tensor, " B *rest"], Pair, checks.Finite], z: Positive = 1.96
 ) -> tuple[Tensor, Tensor]:
     """Mean over prompts (dim 0) and the half-width ``z * std / sqrt(B)`` of its normal confidence band."""
-    errors = errors.double().cpu()
+    errors = errors.detach().double().cpu()
     return errors.mean(0), z * errors.std(0) / math.sqrt(errors.shape[0])
 
 
@@ -172,6 +177,21 @@ def query_risk(
     return mean, math.sqrt(max(total_sq / n_prompts - mean * mean, 0.0) / (n_prompts - 1))
 
 
+def _numbers(name: str, value: object) -> np.ndarray:
+    """``value`` (a number, a sequence or an array of them, a tensor: one that requires a gradient or sits on a GPU
+    too) as a float array, or a TypeError naming ``name``: text, which numpy would parse ("4" as 4.0), and complex
+    numbers are refused."""
+    if isinstance(value, Tensor):
+        value = value.detach().cpu()
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as err:  # a ragged nesting
+        raise TypeError(f"{name} must be a number or an array of numbers: {err}") from None
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a number or an array of real numbers, got {array.dtype} values: {value!r:.60}")
+    return array.astype(float)
+
+
 def _log_log(ns: Sequence[float], risks: Sequence[float], said: str = "ns and risks") -> tuple[np.ndarray, np.ndarray]:
     """``(log n, log risk)`` of a curve, checked: two sequences of one length (at least 2), positive and finite,
     with at least two distinct ``n`` (a slope needs them); ``said`` names the two in the errors."""
@@ -179,10 +199,7 @@ def _log_log(ns: Sequence[float], risks: Sequence[float], said: str = "ns and ri
     for name, values in zip(names, (ns, risks)):
         if isinstance(values, (str, bytes)):
             raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__}")
-        try:
-            arrays.append(np.asarray(values, dtype=float))
-        except (TypeError, ValueError) as err:
-            raise TypeError(f"{name} must be a sequence of numbers: {err}") from err
+        arrays.append(_numbers(name, values))
     ns, risks = arrays
     if ns.shape != risks.shape or ns.ndim != 1 or len(ns) < 2:
         raise ValueError(
@@ -211,10 +228,7 @@ def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
     exponent over seeds."""
     if isinstance(xs, (str, bytes)) or not isinstance(xs, (Sequence, np.ndarray)):
         raise TypeError(f"xs must be a sequence of numbers, got {type(xs).__name__}")
-    try:
-        ys = np.asarray(ys, dtype=float)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"ys must be an array of numbers: {err}") from err
+    ys = _numbers("ys", ys)
     if ys.ndim != 2 or ys.shape[0] != len(xs) or ys.shape[1] == 0:
         raise ValueError(f"ys must have shape (len(xs), S) = ({len(xs)}, S) with S >= 1, got {ys.shape}")
     return np.array([_slope(xs, ys[:, r], "xs and ys") for r in range(ys.shape[1])])
@@ -288,10 +302,7 @@ def gamma_erm_risks(
 
 def _lengths(n: object) -> np.ndarray:
     """``n`` (a number or an array) as positive, finite context lengths."""
-    try:
-        lengths = np.asarray(n, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(f"n must be a number or an array of numbers, got {n!r}") from None
+    lengths = _numbers("n", n)
     if not (np.isfinite(lengths).all() and (lengths > 0).all()):
         raise ValueError(f"n must hold positive context lengths, got {n}")
     return lengths
@@ -364,7 +375,7 @@ def examples_needed(
     is at or below the floor. A NaN or a negative spread (a variance term) is refused: it would read as a sample
     complexity, "never reached" or negative."""
     try:
-        floor, spread = np.asarray(floor, dtype=float), np.asarray(spread, dtype=float)
+        floor, spread = _numbers("floor", floor), _numbers("spread", spread)
     except (TypeError, ValueError) as err:
         raise TypeError(f"floor and spread must be numbers or arrays of numbers: {err}") from None
     if floor.shape != spread.shape:
@@ -490,6 +501,7 @@ def bootstrap_interval(
     order statistics like any other; if one resample's statistic is nan (it cannot be computed), the interval is
     ``(nan, nan)``, which no claim passes."""
     groups = [np.asarray(g) for g in groups]
+    takes(statistic, ["an array"] * len(groups), "statistic")  # one argument per group
     rng = np.random.default_rng(seed)
     estimate = _real(statistic(*groups))
     draws = np.array([_real(statistic(*_resample(groups, rng))) for _ in range(reps)])
@@ -566,9 +578,10 @@ def scaling_exponent(
     )
 
 
+@checked
 def exponent_difference(
-    first: tuple[Sequence[float], Sequence[np.ndarray], Callable[[np.ndarray], float]],
-    second: tuple[Sequence[float], Sequence[np.ndarray], Callable[[np.ndarray], float]],
+    first: tuple[Sequence | np.ndarray, Sequence, Callable],
+    second: tuple[Sequence | np.ndarray, Sequence, Callable],
     *,
     reps: int = 1000,
     level: float = 0.9,
@@ -593,7 +606,9 @@ def exponent_difference(
 
 
 @checked
-def _replicate_groups(xs: ProblemSizes, replicates: Sequence[np.ndarray], needed: Callable) -> list[np.ndarray]:
+def _replicate_groups(
+    xs: ProblemSizes, replicates: Sequence[np.ndarray], needed: Callable[[np.ndarray], float]
+) -> list[np.ndarray]:
     """``replicates`` as arrays, one per size in ``xs`` (at least two distinct), checked, with ``needed``."""
     if len(set(np.asarray(xs, dtype=float).tolist())) < 2:
         raise ValueError(f"xs must hold at least two distinct sizes to fit an exponent, got {list(xs)}")

@@ -177,10 +177,19 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
         raise ValueError(
             f"curriculum grows to {curriculum.dims[1]} dimensions, more than the task's dim={tasks[0].dim}"
         )
+    for task in tasks:  # a pool of prompts holds one context length
+        pool = getattr(task, "prompts", None)
+        if isinstance(pool, Prompt) and pool.n_context != config.n_context:
+            raise ValueError(
+                f"config.n_context must be the pool's context length {pool.n_context} (task is a "
+                f"pool of prompts), got {config.n_context}"
+            )
     for i, model in enumerate(models):
         param = next(model.parameters(), None)
         if param is None:
             raise ValueError(f"model {i} has no parameters to train")
+        if not any(p.requires_grad for p in model.parameters()):
+            raise ValueError(f"model {i} has no trainable parameters: every one has requires_grad=False")
         if param.device.type != dev.type:
             raise ValueError(f"model {i} is on {param.device} but the generator samples on {dev}; move one of them")
         bad = checks.nonfinite_names(dict(model.named_parameters()))
@@ -215,7 +224,7 @@ def _finite_after(models: list[nn.Module], steps: int) -> None:
         bad = checks.nonfinite_names(dict(model.named_parameters()))
         if bad:
             label = "the model's" if len(models) == 1 else f"model {i}'s"
-            raise FloatingPointError(
+            raise checks.Diverged(
                 f"{label} parameters became non-finite at the last of {steps} steps: "
                 f"{', '.join(bad)}; lower lr or check the task"
             )
@@ -310,11 +319,11 @@ def _optimize(
             blocks.append(torch.empty(min(log_every, steps - step), n_losses, device=plan.dev))
         try:
             blocks[-1][row] = step_fn(step, prompt)
-        except TypeError as err:
-            if step > 0:
+        except (TypeError, ValueError) as err:
+            if step > 0 or isinstance(err, checks.Diverged):
                 raise
-            # Typically a model that does not read a Prompt: say so, and keep torch's message.
-            raise TypeError(
+            # Typically a model that does not read a Prompt, or that predicts another shape: say so, keep the message.
+            raise type(err)(
                 f"the first training step failed; the model must take a Prompt and return its "
                 f"predictions, (B,) or (B, n+1): {err}"
             ) from err
@@ -358,7 +367,7 @@ def _check_losses(blocks: list[Tensor], first_step: int) -> None:
     grown = (last > DIVERGED * first) & (first > 0)
     if bool(grown.any()):
         model = int(grown.nonzero()[0, 0])
-        raise FloatingPointError(
+        raise checks.Diverged(
             f"training loss grew from {first[model].item():.3g} at step 0 to a mean of {last[model].item():.3g} "
             f"over steps {first_step}-{first_step + len(blocks[-1]) - 1}"
             + (f" in model {model}" if len(first) > 1 else "")

@@ -211,7 +211,7 @@ def test_bad_inputs_get_named_errors(gen):
         sa.fit_bound(np.ones((2, 2)), np.array([4.0, 8.0]), 0.01, 1.0)
     with pytest.raises(ValueError, match="n_features"):
         sa.bound_terms(np.nan, 0.01, 1.0)
-    with pytest.raises(TypeError, match="eps must be a tuple or list"):
+    with pytest.raises(TypeError, match="eps must be a tuple, list or 1-D array"):
         sa.convergence_times(
             [(torch.tensor([0.5, 0.5]), 4)],
             eps=0.05,

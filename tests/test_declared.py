@@ -74,7 +74,7 @@ def test_a_bad_item_gets_the_same_outcome_on_every_call():
     item once passed on some calls and failed on others, sometimes after the work was done."""
     for _ in range(20):
         assert _items(["a", 1, 2]) == ["a", 1, 2]  # Sequence[int] checks a sequence
-        with pytest.raises(ValueError, match="lams must be a non-empty tuple or list of ints >= 1"):
+        with pytest.raises(ValueError, match="lams must be a non-empty tuple, list or 1-D array of ints >= 1"):
             _f(torch.zeros(3, 2), torch.zeros(2), lams=[1] * 30 + [0])
         with pytest.raises(ValueError, match=r"pair must be a tuple \(>= 1, >= 1\)"):  # fixed tuples: every item
             _items([1], pair=(1, 0))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal, get_args
 
@@ -40,23 +40,42 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, NonNegative, Positive, Probability, Real, Several, Size, Steps, Width, checked
+from icl_utils.checks import (
+    Count,
+    Finite,
+    NonNegative,
+    Positive,
+    Probability,
+    Rows,
+    Several,
+    Size,
+    Steps,
+    Width,
+    checked,
+)
 from icl_utils.gd import GDHistory, gradient_descent
-from icl_utils.tasks.features import TeacherFeatures, sigmoid_network
+from icl_utils.tasks.features import TeacherFeatures, _sigmoid_network
 
 # The declared shapes: one student's particles (M, p), p = k + d + 1, or S students' (S, M, p); the inputs and the
 # teacher's features there, shared by the students or one sample each. Leading axes broadcast.
-Particles = Float[Tensor, "*#S M p"]
-Inputs = Float[Tensor, "*#S K d"]
-Features = Float[Tensor, "*#S K ko"]
+PathPoints = checks.sequence_of(Probability, "numbers in [0, 1]", base=Sequence | np.ndarray)
+# Finite particles (a NaN one gives a NaN loss) and at least one input (a mean over none is NaN).
+Particles = Annotated[Float[Tensor, "*#S M p"], Finite]
+Inputs = Annotated[Float[Tensor, "*#S K d"], Rows]
+Features = Annotated[Float[Tensor, "*#S K ko"], Rows]
 Gamma = Float[Tensor, "*#S k k"]
 #: inputs read with a given Gamma: of width d = p - k - 1, with the particles' p and Gamma's k
-GammaInputs = Float[Tensor, "*#S K p-k-1"]
+GammaInputs = Annotated[Float[Tensor, "*#S K p-k-1"], Rows]
 
 
 @checked
 def init_particles(
-    width: Width, dim: Width, k: Width, generator: torch.Generator, scale: Positive = 1.0, seeds: Count | None = None
+    width: Width,
+    dim: Width,
+    k: Width,
+    generator: torch.Generator,
+    scale: checks.PositiveScale = 1.0,
+    seeds: Count | None = None,
 ) -> Tensor:
     """``width`` particles from the initial distribution ``rho_0``: ``a ~ N(0, I_k)``, ``w ~ N(0, (scale^2/d) I)``,
     ``b ~ N(0, 1)``; shape ``(width, k + d + 1)``, or ``(seeds, width, k + d + 1)`` for ``seeds`` independent
@@ -74,7 +93,7 @@ def _moments(
     """``(targets, h, Sigma_{o,mu}, Sigma_{mu,mu})`` on the sample ``x`` (``(..., K, d)``) with teacher features
     ``targets`` (``(..., K, k_o)``); with ``centered`` both have their sample means removed first. Leading dimensions
     broadcast as in :func:`~icl_utils.tasks.features.sigmoid_network`."""
-    h = sigmoid_network(particles, x, k)
+    h = _sigmoid_network(particles, x, k)
     if centered:
         h, targets = h - h.mean(-2, keepdim=True), targets - targets.mean(-2, keepdim=True)
     count = x.shape[-2]
@@ -131,7 +150,7 @@ def _icl_features(particles: Tensor, x: Tensor, y: Tensor, k: int) -> tuple[Tens
     """``(h, context)`` of the prompts: each point's features ``(..., B, n, k)``, and the mean of ``y_i h(x_i)``
     over the other points of its prompt, the context it reads (shared by the loss and the optimal ``Gamma``)."""
     # the prompts' points as one sample per student: one product per student, not one per prompt (15-25% faster)
-    h = sigmoid_network(particles, x.flatten(-3, -2), k).unflatten(-2, x.shape[-3:-1])  # (..., B, n, k)
+    h = _sigmoid_network(particles, x.flatten(-3, -2), k).unflatten(-2, x.shape[-3:-1])  # (..., B, n, k)
     total = (y[..., None] * h).sum(-2, keepdim=True)  # (..., B, 1, k)
     return h, (total - y[..., None] * h) / (x.shape[-2] - 1)
 
@@ -182,7 +201,7 @@ def optimal_gamma(particles: Particles, x: Inputs, k: Count, ridge: Positive = 1
 
 def _optimal_gamma(particles: Tensor, x: Tensor, k: int, ridge: float = 1e-8) -> Tensor:
     """:func:`optimal_gamma` on checked arguments (the training loop's)."""
-    h = sigmoid_network(particles, x, k)
+    h = _sigmoid_network(particles, x, k)
     cov = h.mT @ h / x.shape[-2]
     return torch.linalg.inv(_regularized(cov, ridge))
 
@@ -204,7 +223,7 @@ def near_singular(particles: Particles, x: Inputs, k: Count, ridge: Positive = 1
     """Whether some student's ``Sigma_{mu,mu}`` is so nearly singular that the ridge of :func:`static_loss` shapes
     its loss (smallest eigenvalue below ``1000 * ridge`` times the largest): the student's features are nearly
     collinear, as at a saddle where neurons coincide."""
-    h = sigmoid_network(particles, x, k)
+    h = _sigmoid_network(particles, x, k)
     return _singular(h.mT @ h / x.shape[-2], ridge)
 
 
@@ -259,7 +278,7 @@ def velocity(particles: Particles, targets: Features, x: Inputs, k: Count) -> Te
 
 def _loss_gradient(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Tensor:
     """``g = dL/dh`` at the sample's inputs, ``(K, k)``, for one student's static loss (with the sample mean's 1/K)."""
-    h = sigmoid_network(particles.detach(), x, k).requires_grad_(True)
+    h = _sigmoid_network(particles.detach(), x, k).requires_grad_(True)
     cross, cov = targets.mT @ h / len(x), h.mT @ h / len(x)
     explained = _explained(cross, cov).sum()
     (g,) = torch.autograd.grad(-explained, h)  # E ||f||^2 does not depend on h
@@ -285,7 +304,7 @@ def potential_hessians(
     g = _loss_gradient(particles, targets, x, k)
 
     def potential(theta: Tensor) -> Tensor:
-        return (g * sigmoid_network(theta[None], x, k)).sum()  # one neuron: h = a sigma(w^T x + b)
+        return (g * _sigmoid_network(theta[None], x, k)).sum()  # one neuron: h = a sigma(w^T x + b)
 
     return torch.stack([torch.autograd.functional.hessian(potential, theta) for theta in at.detach()])
 
@@ -371,7 +390,7 @@ def descent_rotation(
 def gp_perturbation(
     particles: Annotated[Float[Tensor, "M p"], checks.Finite],
     generator: torch.Generator,
-    size: Positive,
+    size: checks.PositiveScale,
     bandwidth: Positive,
 ) -> Tensor:
     """A displacement of every particle drawn from a vector-valued Gaussian process ``xi ~ GP(0, K(theta, theta') I)``
@@ -402,8 +421,8 @@ class BirthDeathPerturbation:
     the loss always stalls. ``events`` records ``(step, student)`` for each intervention. Its fields are checked
     on construction, not when the first intervention fires mid-run."""
 
-    evaluate: Callable  # particles (S, M, p) -> losses (S,)
-    sample_init: Callable  # count -> fresh particles from rho_0, (count, p)
+    evaluate: Callable[[Tensor], Tensor]  # particles (S, M, p) -> losses (S,)
+    sample_init: Callable[[int], Tensor]  # count -> fresh particles from rho_0, (count, p)
     generator: torch.Generator
     patience: Count = 100
     threshold: NonNegative = 0.01
@@ -577,7 +596,7 @@ def run_gradient_descent(
     birth_death: bool = True,
     perturbation: bool = True,
     eval_size: Count | None = None,
-    record: Callable | None = None,
+    record: Callable[[Tensor], Mapping] | None = None,
     record_every: Count = 20,
     progress: bool = True,
     desc: str | None = None,
@@ -700,6 +719,8 @@ def run_gradient_descent(
     def record_static(particles):
         moments = evaluated(particles)
         extra = record(particles) if record is not None else {}
+        if not isinstance(extra, Mapping):
+            raise TypeError(f"record must return a dict of named quantities, got {type(extra).__name__}")
         return {"loss": _static_loss_of(moments)} | dict(extra)
 
     hook = None
@@ -730,7 +751,9 @@ checks.describe(Labels, "an integer tensor", "an integer tensor of shape (M,) of
 
 
 @checked
-def particle_spread(particles: Float[Tensor, "M p"] | Float[Tensor, "S M p"], groups: Labels | None = None) -> Tensor:
+def particle_spread(
+    particles: Annotated[Float[Tensor, "M p"] | Float[Tensor, "S M p"], Rows], groups: Labels | None = None
+) -> Tensor:
     """The particles' root-mean-square distance from their mean, or from the mean of their group when ``groups``
     (one integer label per particle) is given: zero at a configuration of coincident neurons (all equal, or equal
     within each group), the deviation that grows when the flow leaves such a saddle. One value per student for
@@ -750,7 +773,9 @@ def escape_steps(history: GDHistory) -> np.ndarray:
     is): shape ``(S,)``, or ``()`` for a single student."""
     if "loss" not in history.records:
         raise ValueError(f"history must have recorded 'loss', got {sorted(history.records)}")
-    loss = history.records["loss"]
+    loss = np.asarray(history.records["loss"], dtype=float)
+    if not np.isfinite(loss).all():  # a NaN is never below half the start: it would read as "never escaped"
+        raise ValueError("history must have recorded finite losses, got a NaN or an infinity")
     below = loss < 0.5 * loss[0]
     first = history.steps[np.argmax(below, axis=0)].astype(float)
     return np.where(below.any(0), first, np.inf)
@@ -818,12 +843,15 @@ def fit_saddle_escape(history: GDHistory, student: Size | None = None) -> Saddle
 @checks.same_dtype("student", "rotation")
 @checked
 def mixture(
-    student: Float[Tensor, "M p"], teacher: Float[Tensor, "Mo p"], s: Real, rotation: Float[Tensor, "k k"]
+    student: Float[Tensor, "M p"], teacher: Float[Tensor, "Mo p"], s: Probability, rotation: Float[Tensor, "k k"]
 ) -> Tensor:
     """Particles whose network is ``(1 - s) h_student + s R f``: the mixture ``(1 - s) mu + s R#mu_o`` of the
     student's particles ``(M, k + d + 1)`` and the teacher's ``(M_o, k + d + 1)`` rotated by ``R`` (``(k, k)``),
     realized by concatenating the two sets with output weights scaled by ``(1 - s)`` and ``s``."""
     k = rotation.shape[0]
+    eye = torch.eye(k, dtype=rotation.dtype, device=rotation.device)
+    if not torch.allclose(rotation @ rotation.T, eye, atol=1e-4):  # a scaled R would scale the teacher's output
+        raise ValueError("rotation must be orthogonal (R R^T = I)")
     if student.shape[1] <= k + 1:
         raise ValueError(f"student must have width k + d + 1 > k + 1 with the rotation's k = {k}")
     t = teacher.to(student.device, student.dtype)
@@ -843,7 +871,7 @@ def path_losses(
     student: Float[Tensor, "M p"],
     teacher: Float[Tensor, "Mo p"],
     rotation: Float[Tensor, "k k"],
-    s_values: np.ndarray | checks.Reals,
+    s_values: PathPoints,
     targets: Float[Tensor, "K ko"],
     x: Float[Tensor, "K p-k-1"],
 ) -> np.ndarray:
@@ -857,7 +885,10 @@ def path_losses(
 @checks.same_dtype("particles", "g", "x")
 @checked
 def readout_error(
-    particles: Particles, g: Float[Tensor, " K"] | Float[Tensor, "K J"], x: Inputs, centered: bool = False
+    particles: Particles,
+    g: Annotated[Float[Tensor, " K"] | Float[Tensor, "K J"], Finite],
+    x: Inputs,
+    centered: bool = False,
 ) -> np.ndarray:
     """The error of the best linear readout of ``g`` (shape ``(K,)``, values at the inputs ``x``, ``(K, d)``) from
     the features of ``particles``, relative to ``E g^2`` (the error of predicting zero): what linear attention with

@@ -88,12 +88,14 @@ checks.describe(
 )
 # Counts are >= 0, and every context holds at least one token (its attention is a softmax over its tokens).
 Weights = Annotated[Float[Tensor, "*B K K"], checks.Finite]
-_Tokens = Is[lambda c: bool((c >= 0).all()) and bool((c.sum(-1) > 0).all())]
-CountSample = Annotated[Float[Tensor, "*B S K"] | Int[Tensor, "*B S K"], _Tokens]
+_Tokens = checks.says(
+    Is[lambda c: bool((c >= 0).all()) and bool((c.sum(-1) > 0).all())], "with counts >= 0 and no context empty"
+)
+CountSample = Annotated[Float[Tensor, "*B S K"] | Int[Tensor, "*B S K"], checks.Rows, _Tokens]
 checks.describe(
     CountSample,
     "a float or integer tensor",
-    "a float or integer tensor of shape (*B, S, K), counts >= 0, no context empty",
+    "a float or integer tensor of shape (*B, S, K), S >= 1, counts >= 0, no context empty",
 )
 
 
@@ -279,7 +281,10 @@ def bound_terms(
     k, eps = np.asarray(n_features, dtype=float), np.asarray(eps, dtype=float)
     if not (np.all(np.isfinite(k)) and np.all(k >= 2)) or not (np.all(eps > 0) and np.all(eps < 1)):
         raise ValueError("n_features must be at least 2 and eps in (0, 1)")
-    return k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
+    first, second = k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
+    if not (np.all(np.isfinite(first)) and np.all(np.isfinite(second))):
+        raise ValueError(f"lr must be large enough for the bound to be finite, got {lr}")
+    return first, second
 
 
 @checked

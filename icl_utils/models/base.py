@@ -35,6 +35,7 @@ def fixed_sample(prompt: Prompt) -> Iterator[None]:
     """Within the block, ``prompt``'s values stay as they are, so a model may keep what it computes from the prompt
     alone (GD++'s moments ``X^T X``) for its next call on it (:func:`sample_memo`): a full-batch fit
     (:func:`~icl_utils.train.fit_lbfgs`) reads one sample hundreds of times. Kept for the block only, in no model."""
+    checks.prompt(prompt, finite=False)
     token = _FIXED.set((prompt, {}))
     try:
         yield
@@ -45,6 +46,8 @@ def fixed_sample(prompt: Prompt) -> Iterator[None]:
 def sample_memo(prompt: Prompt, key: str, compute: Callable[[], object]) -> object:
     """``compute()``, or its value from an earlier call in the same :func:`fixed_sample` block of ``prompt``, under
     ``key``; outside such a block, or for a prompt whose inputs need a gradient, always ``compute()``."""
+    if not callable(compute):
+        raise TypeError(f"compute must be a callable of no argument, got {type(compute).__name__}")
     fixed = _FIXED.get()
     if fixed is None or fixed[0] is not prompt or prompt.x.requires_grad or prompt.y.requires_grad:
         return compute()

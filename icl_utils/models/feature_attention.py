@@ -123,11 +123,18 @@ class FixedFeatureAttention(AttentionOnFeatures):
         super().__init__(dim)
         self._given = features
         self.gamma = nn.Parameter(torch.eye(n_features) / n_features)
+        try:  # one input, so that a map of another dim or kind is refused here, not at the first prediction
+            self._feature_map(torch.zeros(1, dim))
+        except (TypeError, ValueError, RuntimeError, AttributeError, IndexError) as err:
+            kind = TypeError if isinstance(err, TypeError) else ValueError
+            said = f"features must map inputs (K, dim={dim}) to (K, n_features={n_features})"
+            raise kind(f"{said}: {type(err).__name__}: {err}") from err
 
     def _feature_map(self, x: Tensor) -> Tensor:
         out = self._given(x)
-        if out.shape[-1] != self.gamma.shape[0]:
-            raise ValueError(f"features gave {out.shape[-1]} outputs, but n_features={self.gamma.shape[0]}")
+        if not isinstance(out, Tensor) or out.shape[-1] != self.gamma.shape[0]:
+            said = f"shape {tuple(out.shape)}" if isinstance(out, Tensor) else f"a {type(out).__name__}"
+            raise ValueError(f"features must give tensors of n_features={self.gamma.shape[0]} outputs, got {said}")
         return out.to(self.gamma.dtype)
 
 

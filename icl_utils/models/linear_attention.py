@@ -64,7 +64,7 @@ def moment_prompt(prompt: Prompt) -> Prompt:
 
 
 @checked
-def sample_moment_prompts(task: Task, batch: int, n: int, generator: torch.Generator) -> Prompt:
+def sample_moment_prompts(task: Task, batch: Count, n: Count, generator: torch.Generator) -> Prompt:
     """``batch`` prompts of ``n`` examples from ``task``, each shrunk by :func:`moment_prompt`; drawn a bounded
     number of values at a time, so memory grows with ``batch`` but not with ``n``."""
     batch, n, generator = checks.sample_sizes(batch, n, generator, dim=task.dim)
@@ -102,6 +102,8 @@ class LTB(QueryModel):
     @checked
     def __init__(self, dim: Width, *, mlp: bool = True, mlp_width: Width | None = None, init_std: NonNegative = 0.3):
         super().__init__(dim)
+        if mlp_width is not None and not mlp:
+            raise ValueError(f"mlp_width must be None without an MLP (mlp=False), got {mlp_width}")
         e = dim + 1
         self.W_P, self.W_V, self.W_K, self.W_Q = (_param((e, e), init_std) for _ in range(4))
         self.mlp = mlp

@@ -11,13 +11,20 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from icl_utils import checks
-from icl_utils.checks import Distribution, Fraction, Seed, Several, Width, checked
+from icl_utils import checks, config
+from icl_utils.checks import Distribution, Fraction, Seed, Width, checked
 from icl_utils.prompts import Prompt
+
+#: two or more features, at most config.MAX_WIDTH
+FeatureCount = checks.declare(
+    int,
+    lambda v: not isinstance(v, bool) and 2 <= v <= config.MAX_WIDTH,
+    f"in [2, {config.MAX_WIDTH}] (config.MAX_WIDTH)",
+)
 
 
 @checked
-def imbalanced_probs(n_features: Several, dominant: Fraction) -> Tensor:
+def imbalanced_probs(n_features: FeatureCount, dominant: Fraction) -> Tensor:
     """``p_1 = dominant`` and the rest share ``1 - dominant`` equally; ``dominant = 1/K`` is the balanced case."""
     rest = (1 - dominant) / (n_features - 1)
     return torch.tensor([dominant] + [rest] * (n_features - 1), dtype=torch.float64)

@@ -30,7 +30,18 @@ def sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
     ``(a_m, w_m, b_m)`` of ``particles`` (shape ``(..., M, k + d + 1)``), at inputs ``x`` (shape ``(..., K, d)``):
     ``(..., K, k)``. Leading dimensions broadcast: particles ``(S, M, p)`` are ``S`` networks (seeds trained
     together), evaluated on shared inputs ``(K, d)`` or on their own ``(S, K, d)``."""
-    # checked by hand, not declared: the mean-field dynamics call it at every step, under torch.func transforms too
+    if isinstance(particles, Tensor) and not particles.is_floating_point():
+        raise TypeError(f"particles must be a float tensor, got {particles.dtype}")
+    out = _sigmoid_network(particles, x, k)
+    if checks.values_checked():  # a NaN neuron would make every output NaN
+        checks.finite("particles", particles.detach())
+        checks.finite("x", x)
+    return out
+
+
+def _sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
+    """:func:`sigmoid_network` without its checks of values: the mean-field dynamics call it at every step, under
+    torch.func transforms too, where a check of values cannot run."""
     k = checks.positive_int("k", k)
     if not isinstance(particles, Tensor) or particles.ndim < 2:
         raise ValueError("particles must be a tensor of shape (..., M, k + d + 1)")
@@ -77,7 +88,7 @@ class TeacherFeatures:
         w = torch.randn(width, dim, generator=g, dtype=torch.float64) * scale / dim**0.5
         b = torch.randn(width, 1, generator=g, dtype=torch.float64)
         x = torch.randn(n_whiten, dim, generator=g, dtype=torch.float64)
-        h = sigmoid_network(torch.cat([a, w, b], 1), x, rank)
+        h = _sigmoid_network(torch.cat([a, w, b], 1), x, rank)
         evals, evecs = torch.linalg.eigh(h.T @ h / n_whiten)
         if evals.min() < 1e-10 * evals.max():
             raise ValueError("the teacher's features are degenerate before whitening; use more neurons (width)")
@@ -95,7 +106,7 @@ class TeacherFeatures:
     @checked
     def features(self, x: Float[Tensor, "*batch {self.dim}"]) -> Tensor:
         """The teacher features ``f(x)``, shape ``(..., k)``, in the dtype and on the device of ``x``."""
-        return sigmoid_network(self._particles.to(x.device, x.dtype), x, self.k)
+        return _sigmoid_network(self._particles.to(x.device, x.dtype), x, self.k)
 
     @checked
     def inputs(self, count: Count, generator: torch.Generator) -> Tensor:

@@ -28,7 +28,7 @@ class LinearRegression:
 
     dim: Width
     noise_std: Scale = 0.0
-    prior_mean: Annotated[Float[Tensor, " {dim}"], checks.Finite] | None = None
+    prior_mean: Annotated[Float[Tensor, " {dim}"], checks.Finite, checks.WithinScale] | None = None
     prior_cov: Float[Tensor, " {dim} {dim}"] | None = None
     x_cov: Float[Tensor, " {dim} {dim}"] | None = None
     x_range: PositiveScale | None = None

@@ -34,7 +34,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, Positive, Scale, Size, Width, checked
+from icl_utils.checks import Count, Finite, Positive, Scale, Size, Width, checked
 from icl_utils.estimators import bayes_linear_regression
 from icl_utils.prompts import Prompt
 
@@ -279,8 +279,12 @@ class NonparametricTasks:
         return torch.randn(batch, self.n_basis, generator=generator, device=dev) * std
 
     @checked
-    def features(self, x: Float[Tensor, "*batch {self.dim}"]) -> Tensor:
+    def features(self, x: Annotated[Float[Tensor, "*batch {self.dim}"], Finite]) -> Tensor:
         """The basis functions at ``x`` (shape ``(..., dim)``): shape ``(..., n_basis)``."""
+        return self._features(x)
+
+    def _features(self, x: Tensor) -> Tensor:
+        """:meth:`features` without its checks: the sampler's, on inputs it drew."""
         if self.basis == "fourier":
             # Every one-dimensional function e_1..e_J at every coordinate, then one gather and a product over axes.
             index = self._fourier_table.to(x.device)  # (N, d): row of e_{j_k}(x_k) in the table below
@@ -321,7 +325,7 @@ class NonparametricTasks:
         chunk = config.prompts_per_chunk((n + 1) * per_point)
         ys = torch.cat(
             [
-                torch.einsum("bnj,bj->bn", self.features(xs[i : i + chunk]), weights[i : i + chunk])
+                torch.einsum("bnj,bj->bn", self._features(xs[i : i + chunk]), weights[i : i + chunk])
                 for i in range(0, batch, chunk)
             ]
         )
@@ -335,10 +339,10 @@ class NonparametricTasks:
     @checked
     def feature_prompt(self, prompt: Prompt) -> Prompt:
         """The same prompt with every input replaced by its basis functions: a linear-regression prompt."""
-        prompt = checks.prompt(prompt, finite=False)
+        prompt = checks.prompt(prompt)
         if prompt.dim != self.dim:
             raise ValueError(f"prompt must have the task's dim={self.dim}, got dimension {prompt.dim}")
-        return Prompt(self.features(prompt.x), prompt.y, self.features(prompt.x_query), prompt.y_query)
+        return Prompt(self._features(prompt.x), prompt.y, self._features(prompt.x_query), prompt.y_query)
 
     def posterior_mean(self, prompt: Prompt) -> Tensor:
         """The oracle: the Bayes posterior mean of ``F(x_query)`` for a learner that knows the basis and the prior

@@ -19,7 +19,19 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, Finite, Offset, Pair, Scale, Seed, Width, checked
+from icl_utils.checks import (
+    Columns,
+    Count,
+    Finite,
+    Offset,
+    Pair,
+    Scale,
+    Seed,
+    Width,
+    checked,
+    finite_flag,
+    values_checked,
+)
 from icl_utils.prompts import Prompt
 
 MAX_DEGREE = 170  # He_i is divided by sqrt(i!), and 171! overflows a float64
@@ -48,8 +60,16 @@ def hermite(z: Float[Tensor, "*shape"], degree: Degree) -> Float[Tensor, "*shape
     """Normalized Hermite polynomials ``He_0(z), ..., He_degree(z)``, stacked on a new last axis.
 
     The recurrence ``H_{i+1} = z H_i - i H_{i-1}`` gives the monic polynomials; dividing by ``sqrt(i!)`` makes them
-    orthonormal under ``N(0, 1)``.
+    orthonormal under ``N(0, 1)``. Values past the dtype's range (degree 170 at ``z = 10`` in float32) are an error.
     """
+    out = _hermite(z, degree)
+    if values_checked() and bool(finite_flag(z)) and not bool(finite_flag(out)):  # z^degree past the dtype's range
+        raise ValueError(f"degree {degree} overflows {z.dtype} at |z| up to {z.abs().max().item():.3g}; lower degree")
+    return out
+
+
+def _hermite(z: Tensor, degree: int) -> Tensor:
+    """:func:`hermite` without its checks: the sampler's, at every step (no host sync)."""
     polys = [torch.ones_like(z)]
     if degree >= 1:
         polys.append(z)
@@ -115,7 +135,7 @@ class SingleIndexTasks:
     def link(self, z: Float[Tensor, " B *rest"], coeffs: Float[Tensor, "B {self.n_coefficients}"]) -> Tensor:
         """``sum_i c_i He_i(z)`` for ``z`` of shape ``(B, ...)`` and coefficients ``(B, P - k + 1)``, one row of
         ``c_k, ..., c_P`` per row of ``z``."""
-        he = hermite(z, self.max_degree)[..., self.min_degree :]
+        he = _hermite(z, self.max_degree)[..., self.min_degree :]
         return (he * coeffs.view(coeffs.shape[0], *([1] * (z.ndim - 1)), -1)).sum(-1)
 
     @property
@@ -185,7 +205,7 @@ def _lead_coefficient_mean(width: int, lead_mean: float) -> float:
 
 @checked
 def projection_mass(
-    weights: Annotated[Float[Tensor, "m d"], Finite], basis: Annotated[Float[Tensor, "d r"], Finite]
+    weights: Annotated[Float[Tensor, "m d"], Finite], basis: Annotated[Float[Tensor, "d r"], Finite, Columns]
 ) -> float:
     """The fraction ``||W U||_F^2 / ||W||_F^2`` of the rows' squared norm that lies in ``span(U)``."""
     w, u = _weights_and_basis(weights, basis)
@@ -207,7 +227,7 @@ def _weights_and_basis(weights: Tensor, basis: Tensor) -> tuple[Tensor, Tensor]:
 def tasks_to_recover(
     chunk_gradients: Annotated[Float[Tensor, "K m d"], Pair, Finite],
     tasks_per_chunk: Count,
-    basis: Annotated[Float[Tensor, "d r"], Finite],
+    basis: Annotated[Float[Tensor, "d r"], Finite, Columns],
 ) -> float:
     """The number of stage-1 tasks at which the gradient's noise outside ``S = span(U)`` matches its signal inside:
     ``T* = tr(P_perp Cov(g_t) P_perp) / ||P_S E g_t||^2``, for ``g_t`` one task's gradient in ``W`` (all neurons
@@ -223,6 +243,8 @@ def tasks_to_recover(
     in ``S`` below one at any ``T``.)
     """
     k = chunk_gradients.shape[0]
+    if not bool(chunk_gradients[0].abs().sum() > 0):
+        raise ValueError("chunk_gradients must not be all zero: there is no signal to compare the noise with")
     _, u = _weights_and_basis(chunk_gradients[0], basis)
     g = chunk_gradients.detach().double().cpu()
     inside = g @ u  # (K, m, r)
@@ -237,7 +259,7 @@ def tasks_to_recover(
 
 @checked
 def principal_angles(
-    weights: Annotated[Float[Tensor, "m d"], Finite], basis: Annotated[Float[Tensor, "d r"], Finite]
+    weights: Annotated[Float[Tensor, "m d"], Finite], basis: Annotated[Float[Tensor, "d r"], Finite, Columns]
 ) -> Tensor:
     """Principal angles (radians) between ``S = span(U)`` and the top-``r`` right singular space of ``W``."""
     w, u = _weights_and_basis(weights, basis)
