@@ -24,7 +24,7 @@ from icl_utils.dynamics import softmax_attention as sa
 from icl_utils.estimators import kernel_ridge_fit, two_layer_network_fit
 from icl_utils.gd import GDHistory, gradient_descent
 from icl_utils.models import LTB, FeatureAttention, GDBeta, GDPlusPlus, GPTConfig, ICLTransformer, MLPAttention
-from icl_utils.models.base import evaluating
+from icl_utils.models.base import evaluating, fixed_sample
 from icl_utils.models.feature_attention import (
     FixedFeatureAttention,
     fit_attention_ridge,
@@ -2231,6 +2231,263 @@ case(
     r"orders must be in \[1, 1024\]",
     lambda: plotting.plot_bases_and_tasks({1.0: NP_TASK}, orders=10**9),
 )
+
+# --- a fourth round: a fresh campaign of inputs not written against the code --------------------------------
+case(
+    "kernel_ridge_fit's predictor on integer inputs",  # was integer predictions
+    "inputs must be a float tensor",
+    lambda: kernel_ridge_fit(prompt())(torch.zeros(3, 2, 2, dtype=torch.long)),
+)
+case(
+    "LinearRegression prior_mean 1e30",
+    "prior_mean must be .* of magnitude at most config.MAX_SCALE",
+    lambda: LinearRegression(dim=2, prior_mean=torch.full((2,), 1e30)),
+)
+case(
+    "NonparametricTasks.features NaN inputs",  # was NaN features
+    "x must be .* with finite values",
+    lambda: NP_TASK.features(torch.tensor([[NAN], [0.5]])),
+)
+case("hermite overflowing float32", "degree 170 overflows", lambda: hermite(torch.full((3,), 10.0), 170))
+case(
+    "projection_mass a basis of no column",  # was 0.0
+    "basis must be .* with at least one column",
+    lambda: projection_mass(torch.ones(3, 4), torch.zeros(4, 0)),
+)
+case(
+    "sigmoid_network NaN particles",  # was NaN outputs
+    "particles must be finite",
+    lambda: sigmoid_network(torch.full((4, 4), NAN), torch.zeros(5, 2), 1),
+)
+case(
+    "sigmoid_network integer particles",
+    "particles must be a float tensor",
+    lambda: sigmoid_network(torch.zeros(4, 4, dtype=torch.long), torch.zeros(5, 2, dtype=torch.long), 1),
+)
+case("LTB mlp_width without an MLP", "mlp_width must be None without an MLP", lambda: LTB(2, mlp=False, mlp_width=5))
+case("fixed_sample of a tensor", "prompt must be an icl_utils.Prompt", lambda: fixed_sample(torch.zeros(3)).__enter__())
+case(
+    "query_risk predictions whose squares overflow",  # was (inf, nan)
+    "predict's squared errors",
+    lambda: risk.query_risk(lambda p: torch.full_like(p.y_query, 1e30), LR, 3, 8, gen()),
+)
+case("RiskTerms.risk text lengths", "n must be a number or an array of real numbers", lambda: _terms().risk(["4", "8"]))
+case(
+    "AttentionMoments.gamma rtol 2",  # was an all-zero Gamma
+    r"rtol must be in \(0, 1\)",
+    lambda: exact.AttentionMoments.of(NP_TASK.features, NP_TASK, points=64).gamma(4, rtol=2.0),
+)
+case(
+    "AttentionMoments.of features returning numpy",
+    "features must return a torch.Tensor",
+    lambda: exact.AttentionMoments.of(lambda x: x.numpy(), NP_TASK, points=64),
+)
+case("optimal_gd_lr prior_var 1e308", "prior_var must be in", lambda: exact.optimal_gd_lr(4, 2, 0.0, 1e308))
+case(
+    "mf.static_loss NaN particles",
+    "particles must be .* with finite values",
+    lambda: mf.static_loss(torch.full((4, 4), NAN), torch.zeros(3, 2), torch.zeros(3, 2), 1),
+)
+case(
+    "mf.static_loss no inputs",
+    "with at least one row",
+    lambda: mf.static_loss(torch.randn(4, 4), torch.zeros(0, 2), torch.zeros(0, 2), 1),
+)
+case(
+    "mf.particle_spread no particles",
+    "particles must be .* with at least one row",
+    lambda: mf.particle_spread(torch.zeros(0, 3)),
+)
+case(
+    "mf.mixture s 1.5",
+    r"s must be in \[0, 1\]",
+    lambda: mf.mixture(torch.zeros(4, 5), TEACHER.particles, 1.5, torch.eye(2)),
+)
+case(
+    "mf.mixture a rotation that scales",
+    "rotation must be orthogonal",
+    lambda: mf.mixture(torch.zeros(4, 5), TEACHER.particles, 0.5, 5 * torch.eye(2)),
+)
+case("mf.init_particles scale 1e300", "scale must be in", lambda: mf.init_particles(4, 2, 1, gen(), scale=1e300))
+case(
+    "mf.BirthDeathPerturbation evaluate of no argument",
+    "evaluate must take one argument",
+    lambda: mf.BirthDeathPerturbation(lambda: 0.0, lambda c: torch.zeros(c, 4), gen()),
+)
+case(
+    "mf.escape_steps a NaN loss",  # was inf, "never escaped"
+    "history must have recorded finite losses",
+    lambda: mf.escape_steps(GDHistory(np.arange(3), {"loss": np.array([NAN, 1.0, 0.1])})),
+)
+case(
+    "sa.per_feature_loss no sample",
+    "counts must be .* S >= 1",
+    lambda: sa.per_feature_loss(torch.zeros(2, 2), torch.zeros(0, 2)),
+)
+case("sa.bound_terms lr 1e-320", "lr must be large enough", lambda: sa.bound_terms(4.0, 0.1, 1e-320))
+case(
+    "sa.sample_counts 1e9 tokens",
+    "exceed the limit of one tensor",
+    lambda: sa.sample_counts(torch.tensor([0.5, 0.5]), 10**9, 1, gen()),
+)
+case("config.chapter_env a value not text", "environ must map names to str", lambda: config.chapter_env({"PATH": 3}))
+case("config.progress_bar of an int", "iterable must be an iterable", lambda: config.progress_bar(3, desc="x"))
+case(
+    "plot_attention_snapshots steps out of order",
+    "steps must increase",
+    lambda: plotting.plot_attention_snapshots([30, 20, 10], np.zeros((3, 2, 2)), at=[10, 20]),
+)
+case(
+    "plot_gd_records a record of NaN",
+    r"histories\['a'\].records\['loss'\] must hold a finite value",
+    lambda: plotting.plot_gd_records({"a": GDHistory(np.arange(3), {"loss": np.full(3, NAN)})}, keys=["loss"]),
+)
+case(
+    "plot_sample_complexity an interval out of order",
+    "must hold rows \\(estimate, low, high\\)",
+    lambda: plotting.plot_sample_complexity({"d": ([1, 2], {"a": [[1, 2, 3], [1, 0.5, 2]]})}),
+)
+case(
+    "plot_lines a style that sets the label",
+    "styles\\['a'\\] must be a dict of line keywords other than label",
+    lambda: plotting.plot_lines(np.arange(3), {"a": np.ones(3)}, styles={"a": {"label": "A"}}),
+)
+case("claims.load a file", "folder must be a folder of ledgers", lambda: claims.load(__file__))
+case("claims.write_json into a folder", "path must name a file", lambda: claims.write_json(tempfile.mkdtemp(), {}))
+case(
+    "claims.table a record without status",
+    r"claims\[0\] must be .* lacks \['status'\]",
+    lambda: claims.table([{k: v for k, v in _record().items() if k != "status"}]),
+)
+case(
+    "claims.table a value of text",
+    r"claims\[0\]\['value'\] must be a number",
+    lambda: claims.table([{**_record(), "value": "abc"}]),
+)
+case(
+    "claims.overview claims given as a dict",
+    r"ledgers\['x'\]\['claims'\] must be a list",
+    lambda: claims.overview(["x"], {"x": {"mode": "q", "device": "c", "commit": "h", "date": "d", "claims": {"a": 1}}}),
+)
+case(
+    "Prompt.from_points no point",
+    "xs and ys must be float tensors of at least one point",
+    lambda: Prompt.from_points(torch.zeros(2, 0, 2), torch.zeros(2, 0)),
+)
+case(
+    "Prompt.from_points integer labels",
+    "xs and ys must be float tensors",
+    lambda: Prompt.from_points(torch.zeros(2, 4, 2), torch.zeros(2, 4, dtype=torch.long)),
+)
+case(
+    "Prompt.take a reversed slice",
+    "index must be a slice with a positive step",
+    lambda: prompt().take(slice(None, None, -1)),
+)
+case(
+    "squared_errors predictions on the meta device",
+    "predictions must be on the prompt's device",
+    lambda: squared_errors(torch.zeros(3, device="meta"), prompt()),
+)
+case(
+    "ridge a prompt on the meta device",
+    "prompt must hold values",
+    lambda: est.ridge(
+        prompt()
+        .take(slice(None))
+        .__class__(
+            *(
+                torch.zeros(3, 4, 2, device="meta"),
+                torch.zeros(3, 4, device="meta"),
+                torch.zeros(3, 2, device="meta"),
+                torch.zeros(3, device="meta"),
+            )
+        ),
+        1.0,
+    ),
+)
+case("imbalanced_probs 1e9 features", r"n_features must be in \[2, 16384\]", lambda: imbalanced_probs(10**9, 0.5))
+case("sample_moment_prompts n 0", "n must be", lambda: sample_moment_prompts(LR, 2, 0, gen()))
+case(
+    "train a model of frozen parameters",
+    "no trainable parameters",
+    lambda: train(LTB(2).requires_grad_(False), LR, cfg(), generator=gen(), progress=False),
+)
+case(
+    "gradient_descent a record of changing shape",
+    "record must return quantities of fixed shapes",
+    lambda: gradient_descent(
+        quad, torch.tensor([1.0, 0.4, 0.9]), steps=3, lr=0.3, record=lambda t: {"big": t[t > 0.5]}, progress=False
+    ),
+)
+case(
+    "gradient_descent lr 1e30",  # a Diverged error: a FloatingPointError and a ValueError
+    "lower lr",
+    lambda: gradient_descent(quad, torch.ones(2), steps=50, lr=1e30, progress=False),
+)
+case(
+    "FixedFeatureAttention a feature map of another dim",
+    r"features must map inputs \(K, dim=2\)",
+    lambda: FixedFeatureAttention(NP_TASK.features, 2, 8),
+)
+case(
+    "query_risk a predict of no argument",
+    "predict must take one argument",
+    lambda: risk.query_risk(lambda: 0, LR, 3, 8, gen()),
+)
+case(
+    "bootstrap_interval a statistic of one argument for two groups",
+    "statistic must take two arguments",
+    lambda: risk.bootstrap_interval(lambda a: 1.0, [np.ones(3), np.ones(3)], reps=10),
+)
+case(
+    "exponent_difference a pair without needed",
+    "first must be",
+    lambda: risk.exponent_difference(
+        ([1, 2], [np.ones(3), np.ones(3)]), ([1, 2], [np.ones(3), np.ones(3)], np.mean), reps=10
+    ),
+)
+case(
+    "model_errors a model of (B, 1) predictions",
+    "model returned bad predictions",
+    lambda: risk.model_errors(_ColumnModel(), prompt()),
+)
+case(
+    "mf.path_losses s_values holding NaN",
+    r"s_values must be .* numbers in \[0, 1\]",
+    lambda: mf.path_losses(
+        torch.zeros(4, 5), TEACHER.particles, torch.eye(2), np.array([0.0, NAN]), torch.zeros(3, 2), torch.zeros(3, 2)
+    ),
+)
+
+
+class _ColumnModel(torch.nn.Module):
+    """A model that reads prompts but predicts a column, (B, 1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, p: Prompt) -> torch.Tensor:
+        return p.y_query[:, None] * self.w
+
+
+def _terms() -> risk.RiskTerms:
+    return risk.RiskTerms(np.full(3, 0.1), np.ones(3), np.full(3, 0.2))
+
+
+def _record() -> dict:
+    """A claim's JSON record with every field the tables read."""
+    return {
+        "id": "a",
+        "statement": "s",
+        "source": "Theorem 1",
+        "value": 0.5,
+        "check": "value <= 1",
+        "tolerance_origin": "a closed form",
+        "controls": [],
+        "status": "demonstrated",
+    }
 
 
 def _load_from(text: str) -> dict:

@@ -281,7 +281,8 @@ def bound_terms(
     k, eps = np.asarray(n_features, dtype=float), np.asarray(eps, dtype=float)
     if not (np.all(np.isfinite(k)) and np.all(k >= 2)) or not (np.all(eps > 0) and np.all(eps < 1)):
         raise ValueError("n_features must be at least 2 and eps in (0, 1)")
-    first, second = k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
+    with np.errstate(over="ignore"):  # an overflow is refused below, naming lr
+        first, second = k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
     if not (np.all(np.isfinite(first)) and np.all(np.isfinite(second))):
         raise ValueError(f"lr must be large enough for the bound to be finite, got {lr}")
     return first, second
