@@ -95,7 +95,9 @@ class Control:
 
 Controls = sequence_of(Control, "icl_utils.claims.Control", base=tuple | list, empty=True)
 Interval = declare(
-    tuple | list, lambda v: len(v) == 2 and all(map(_number, v)), "a pair (low, high) of real numbers, not NaN"
+    tuple | list | np.ndarray,
+    lambda v: len(v) == 2 and all(map(_number, v)),
+    "a pair (low, high) of real numbers, not NaN (a tuple, a list or an array of two)",
 )
 
 
@@ -135,6 +137,8 @@ class Claim:
         return self.check.holds(self.value)
 
     def control_fails(self, control: Control) -> bool:
+        if not isinstance(control, Control):
+            raise TypeError(f"control must be an icl_utils.claims.Control, got {type(control).__name__}")
         return not self.check.holds(control.value)
 
     def problems(self) -> list[str]:
@@ -245,6 +249,8 @@ class Ledger:
         """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically. Write
         before :meth:`verify`: a ledger that fails is then on record as failing, not left as an older run."""
         folder = claims_dir() if folder is None else Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"folder must be a folder, got the file {folder}")
         return write_json(folder / f"{self.chapter}.json", self.record(), allow_nan=False)
 
     def table(self) -> str:
@@ -367,7 +373,12 @@ Commit = declare(
     lambda v: v.removesuffix("+").isalnum(),
     "a commit hash (letters and digits; a '+' at its end: measured with uncommitted changes)",
 )
-Paths = sequence_of(lambda p: isinstance(p, str) and p, "file or folder names", base=tuple | list, empty=True)
+Paths = sequence_of(
+    lambda p: isinstance(p, (str, os.PathLike)) and str(p),
+    "file or folder names (str or Path)",
+    base=tuple | list,
+    empty=True,
+)
 
 
 @checked
@@ -377,7 +388,7 @@ def changed_since(commit: Commit, paths: Paths = ("notebooks", "icl_utils")) -> 
     say (no repository, an unknown commit, or a commit marked ``"+"``: measured with uncommitted changes)."""
     if commit.endswith("+"):
         return None
-    proc = _git("diff", "--quiet", commit, "--", *paths)
+    proc = _git("diff", "--quiet", commit, "--", *map(str, paths))
     return None if proc is None or proc.returncode not in (0, 1) else proc.returncode == 1
 
 
@@ -434,7 +445,10 @@ def table(claims: Sequence[Claim | dict]) -> str:
             f"claims[{i}]", d, ("id", "statement", "source", "value", "check", "tolerance_origin", "controls")
         )
         measured = _fmt(d["value"])
-        if d.get("interval"):
+        if d.get("interval") is not None:
+            interval = d["interval"]
+            if not isinstance(interval, (list, tuple)) or len(interval) != 2:
+                raise ValueError(f"claims[{i}]['interval'] must be a pair (low, high), got {interval!r:.40}")
             measured += f" [{_fmt(d['interval'][0])}, {_fmt(d['interval'][1])}]"
             if d.get("interval_note"):
                 measured += f" ({d['interval_note']})"
@@ -467,8 +481,8 @@ def load(folder: str | os.PathLike | None = None) -> dict[str, dict]:
             record = json.loads(path.read_text())
         except json.JSONDecodeError as err:
             raise ValueError(f"folder holds {path.name}, which is not JSON: {err}") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"folder holds {path.name}, a JSON {type(record).__name__}, not a ledger's record")
+        if not isinstance(record, dict) or not isinstance(record.get("chapter", ""), str):
+            raise ValueError(f"folder holds {path.name}, a JSON {type(record).__name__} that is not a ledger's record")
         out[record.get("chapter", path.stem)] = record
     return out
 
@@ -478,6 +492,8 @@ def overview(chapters: list[str] | tuple[str, ...], ledgers: Mapping[str, dict])
     """Two markdown tables: one row per claim of every chapter in ``chapters`` (notebook names, in order), a chapter
     without a ledger as one row "not yet migrated"; then the run each ledger comes from (mode, device, commit,
     date)."""
+    if bad := [k for k in ledgers if not isinstance(k, str)]:  # a Path key would never match a chapter's name
+        raise TypeError(f"ledgers must be keyed by chapter names (str), got {bad[:3]}")
     rows = ["| chapter | claim | measured | check | status |", "| --- | --- | --- | --- | --- |"]
     runs = ["| chapter | mode | device | commit | date |", "| --- | --- | --- | --- | --- |"]
     for chapter in chapters:

@@ -142,6 +142,8 @@ def progress_bar(iterable: Iterable[T], *, desc: str, enabled: bool = True) -> t
     package draws bars (plain tqdm: ``tqdm.auto`` without ipywidgets writes a warning into the page)."""
     if not isinstance(iterable, Iterable):
         raise TypeError(f"iterable must be an iterable (a range, a list), got {type(iterable).__name__}")
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError(f"enabled must be True or False, got {enabled!r}")
     return tqdm(iterable, desc=desc, disable=not (enabled and show_progress()), mininterval=1.0, leave=False)
 
 

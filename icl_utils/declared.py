@@ -15,7 +15,6 @@ import contextvars
 import functools
 import inspect
 import itertools
-import math
 import numbers
 import re
 import sys
@@ -37,10 +36,12 @@ from icl_utils import config
 _CONF = BeartypeConf(is_pep484_tower=True)  # an int where a float is declared, as Python's numbers do
 
 # --- declared checks -------------------------------------------------------------------------------------------
+_TINY, _HUGE = sys.float_info.min, sys.float_info.max
 # The constraints read in an error message as they are written here (beartype shows a validator's source).
 #: an int >= 1 (steps, prompts, widths); an int >= 0 (context lengths, indices)
-Count = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 1]]
-Size = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 0]]
+#: (below 2^63: what a 64-bit integer, and so torch, holds)
+Count = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v < 2**63]]
+Size = Annotated[int, Is[lambda v: not isinstance(v, bool) and 0 <= v < 2**63]]
 #: counts that set how long a call runs, refused above :mod:`icl_utils.config`'s limits
 Steps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_STEPS]]
 Draws = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_DRAWS]]
@@ -59,10 +60,12 @@ Integer = Annotated[int, Is[lambda v: not isinstance(v, bool)]]
 Several = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 2]]
 #: draws of which a spread is computed (a standard error needs two)
 Samples = Annotated[int, Is[lambda v: not isinstance(v, bool) and 2 <= v <= config.MAX_DRAWS]]
-#: finite real numbers (an int is taken where a float is declared): > 0, >= 0, any, in [0, 1], in (0, 1)
-Positive = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v < math.inf]]
-NonNegative = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v < math.inf]]
-Real = Annotated[float, Is[lambda v: not isinstance(v, bool) and math.isfinite(v)]]
+#: finite real numbers (an int is taken where a float is declared): > 0, >= 0, any, in [0, 1], in (0, 1). Each is
+#: a float64 that computes: not an int too large to convert (200!), nor a positive number below the smallest
+#: normal float (1e-320, whose reciprocal overflows)
+Positive = Annotated[float, Is[lambda v: not isinstance(v, bool) and _TINY <= v <= _HUGE]]
+NonNegative = Annotated[float, Is[lambda v: not isinstance(v, bool) and (v == 0 or _TINY <= v <= _HUGE)]]
+Real = Annotated[float, Is[lambda v: not isinstance(v, bool) and -_HUGE <= v <= _HUGE]]
 Probability = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <= 1]]
 Fraction = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v < 1]]
 #: a task's scale (a noise level, an input range, a mean): refused above :mod:`icl_utils.config`'s MAX_SCALE
@@ -148,9 +151,9 @@ _DESCRIBED = {
     Several: ("an int", ">= 2"),
     Samples: ("an int", f"in [2, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)"),
     FloatDtype: ("a torch.dtype", "a floating-point torch.dtype (torch.float32 or torch.float64)"),
-    Positive: ("a real number", "> 0 and finite"),
-    NonNegative: ("a real number", ">= 0 and finite"),
-    Real: ("a real number", "finite"),
+    Positive: ("a real number", "> 0 and finite (a normal float64, 2.2e-308 to 1.8e308)"),
+    NonNegative: ("a real number", ">= 0 and finite (0, or a normal float64)"),
+    Real: ("a real number", "finite (a float64)"),
     Probability: ("a real number", "in [0, 1]"),
     Fraction: ("a real number", "in (0, 1)"),
     Rate: ("a real number", "in [0, 1)"),
@@ -235,7 +238,14 @@ def sequence_of(item: object, words: str, *, base: object = collections.abc.Sequ
     return declare(base, lambda s: (empty or len(s) > 0) and all(ok(v) for v in s), words)
 
 
-_DTYPES = {"Float": "a float", "Int": "an integer", "Real": "a real", "Bool": "a boolean"}  # jaxtyping's, in words
+_DTYPES = {
+    "Float": "a float",
+    "Float64": "a float64",
+    "Float32": "a float32",
+    "Int": "an integer",
+    "Real": "a real",
+    "Bool": "a boolean",
+}  # jaxtyping's, in words
 
 
 def _words(hint: object, arguments: dict | None = None) -> tuple[str, str]:
@@ -314,6 +324,8 @@ def _shown(value: object) -> str:
         return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}{where}"
     if isinstance(value, np.ndarray):
         return f"a {value.dtype} numpy array of shape {value.shape}"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+        return f"{value:.3g}, past what a 64-bit integer holds (2^63)" if abs(value) < 1e300 else "an int past 2^63"
     text = repr(value)
     return text if len(text) <= 80 else f"a {type(value).__name__}"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
+import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
@@ -43,7 +44,10 @@ def ridge(prompt: Prompt, lam: Positive) -> Tensor:
     x, y = prompt.x.double(), prompt.y.double()
     checks.warn_if_ill_conditioned("lam", lam, x.square().sum((1, 2)))
     gram = x.transpose(1, 2) @ x + lam * torch.eye(prompt.dim, dtype=x.dtype, device=x.device)
-    w = torch.linalg.solve(gram, (x.transpose(1, 2) @ y[..., None]))[..., 0]
+    try:
+        w = torch.linalg.solve(gram, (x.transpose(1, 2) @ y[..., None]))[..., 0]
+    except torch.linalg.LinAlgError as err:  # fewer examples than dimensions, and lam lost in rounding
+        raise ValueError(f"lam = {lam} is too small for these prompts: X^T X + lam I is singular ({err})") from None
     return _predict_linear(prompt, w)
 
 
@@ -51,7 +55,7 @@ def ridge(prompt: Prompt, lam: Positive) -> Tensor:
 def bayes_linear_regression(
     prompt: Prompt,
     prior_mean: Annotated[Float[Tensor, " {prompt.dim}"], checks.Finite],
-    prior_cov: Tensor,
+    prior_cov: Tensor | np.ndarray,
     noise_var: NonNegative,
 ) -> Tensor:
     """The posterior mean of ``<w, x_query>`` under ``w ~ N(prior_mean, prior_cov)`` and Gaussian label noise.
@@ -351,7 +355,7 @@ def two_layer_network(
     each query."""
     prompt = checks.prompt(prompt)
     fitted = two_layer_network_fit(prompt, width, steps, lr, weight_decay, seed)
-    return fitted(prompt.x_query[:, None, :])[:, 0]
+    return _finite(fitted(prompt.x_query[:, None, :])[:, 0], f"lr = {lr}")
 
 
 @checked
@@ -359,7 +363,7 @@ def two_layer_network_fit(
     prompt: Prompt,
     width: Width = 64,
     steps: Steps = 300,
-    lr: Positive = 1e-2,
+    lr: checks.PositiveScale = 1e-2,
     weight_decay: NonNegative = 1e-3,
     seed: Seed = 0,
 ) -> Callable[[Tensor], Tensor]:

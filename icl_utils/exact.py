@@ -19,7 +19,7 @@ from typing import Annotated
 
 import numpy as np
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Float64
 from torch import Tensor, nn
 
 from icl_utils import checks, config
@@ -39,6 +39,9 @@ from icl_utils.checks import (
 )
 from icl_utils.tasks.linear import LinearRegression
 from icl_utils.tasks.nonparametric import NonparametricTasks
+
+#: restarts of an optimization, each a full run
+Starts = checks.declare(int, lambda v: not isinstance(v, bool) and 1 <= v <= 1000, "in [1, 1000]")
 
 
 @checked
@@ -106,6 +109,7 @@ def optimal_gd_step(
     return m @ h @ torch.linalg.pinv((1 + 1 / n) * h @ m @ h + c * h, hermitian=True)
 
 
+@checked
 @dataclass(frozen=True)
 class AttentionMoments:
     """The input and prior moments that fix the ICL risk of linear attention on a feature map ``phi`` over a
@@ -113,10 +117,10 @@ class AttentionMoments:
     ``G = E phi phi^T`` and ``W = E[(f^T Lambda f + sigma^2) phi phi^T]``. Only ``S(n) = (1 - 1/n) C + W / n``
     depends on the context length, so one set of moments serves a whole risk-against-``n`` curve."""
 
-    second: Tensor
-    c: Tensor
-    g: Tensor
-    w: Tensor
+    second: Annotated[Float64[Tensor, ""], checks.Finite]
+    c: Annotated[Float64[Tensor, "N N"], checks.Finite]
+    g: Annotated[Float64[Tensor, "N N"], checks.Finite]
+    w: Annotated[Float64[Tensor, "N N"], checks.Finite]
 
     @classmethod
     @checked
@@ -190,9 +194,14 @@ def _moments(
     if isinstance(getattr(owner, "dim", None), int) and owner.dim != task.dim:
         raise ValueError(f"features must read inputs of task.dim = {task.dim}, but its model reads dim={owner.dim}")
     # A copy: the nodes are kept for later calls, and a feature map may write into its input.
-    phi = features(nodes.clone() if param is None else nodes.to(param.device, param.dtype, copy=True))
+    try:
+        phi = features(nodes.clone() if param is None else nodes.to(param.device, param.dtype, copy=True))
+    except (TypeError, ValueError, RuntimeError, IndexError) as err:  # a map of another dim, say
+        raise ValueError(f"features must map inputs (K, task.dim={task.dim}) to features: {err}") from err
     if not isinstance(phi, Tensor):
         raise TypeError(f"features must return a torch.Tensor, got {type(phi).__name__}")
+    if not bool(checks.finite_flag(phi.detach())):
+        raise ValueError("features must return finite values, but gave a NaN or an infinity on the quadrature nodes")
     phi = phi.double().cpu()
     if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
         raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")
@@ -485,7 +494,7 @@ def _newton(
 
 @checked
 def optimal_lsa(
-    task: LinearRegression, n: Count, *, starts: Count = 8, seed: Seed = 0, max_iter: Steps = 200
+    task: LinearRegression, n: Count, *, starts: Starts = 8, seed: Seed = 0, max_iter: Steps = 200
 ) -> tuple[Tensor, Tensor]:
     """The weights ``(u, b)`` (shapes ``(d+1,)`` and ``(d+1, d)``, ``|u| = 1``) of the LSA with the smallest
     :func:`lsa_risk`: the infimum over all LSAs, with no finite-sample excess.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import torch
@@ -35,7 +36,7 @@ class GDHistory:
     ``runs`` is the number of independent runs descended together, whose axis follows the steps' in every record
     (``None`` for a single run)."""
 
-    steps: Real[np.ndarray, " T"]
+    steps: Annotated[Real[np.ndarray, " T"], checks.Finite]
     records: Records
     runs: int | None = None
 
@@ -134,9 +135,9 @@ def gradient_descent(
 
     def evaluate() -> Tensor:
         loss = loss_fn(theta)
-        if not isinstance(loss, Tensor) or loss.ndim != 0:
-            shape = f" of shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else ""
-            raise TypeError(f"loss_fn must return a scalar tensor, got a {type(loss).__name__}{shape}")
+        if not isinstance(loss, Tensor) or loss.ndim != 0 or not loss.is_floating_point():
+            shape = f" of shape {tuple(loss.shape)} and {loss.dtype}" if isinstance(loss, Tensor) else ""
+            raise TypeError(f"loss_fn must return a real scalar tensor, got a {type(loss).__name__}{shape}")
         return loss
 
     records_loss = record is None  # then the final record is a loss too, and checked as one
@@ -157,7 +158,10 @@ def gradient_descent(
         """The step after the last recorded loss, which no loss shows."""
         bad = [name or "the parameters" for name in checks.nonfinite_names(params)]
         if bad:
-            raise checks.Diverged(f"{', '.join(bad)} became non-finite by step {step}; lower lr or check the task")
+            culprit = (
+                "lower lr, check the task, or what hook does" if hook is not None else "lower lr or check the task"
+            )
+            raise checks.Diverged(f"{', '.join(bad)} became non-finite by step {step}; {culprit}")
 
     def keep(step: int) -> bool:
         """Record at ``step``; whether ``until`` says to stop there."""

@@ -88,7 +88,9 @@ SERIES_MAP = "viridis"
 
 
 Colour = declare(
-    str | tuple, matplotlib.colors.is_color_like, "a matplotlib colour (a name, '#rrggbb' or an RGB(A) tuple)"
+    str | tuple | np.ndarray,
+    matplotlib.colors.is_color_like,
+    "a matplotlib colour (a name, '#rrggbb' or an RGB(A) tuple or array)",
 )
 
 
@@ -120,8 +122,12 @@ def series_colors(n: Series | Literal[0]) -> list[str]:
 PALETTE = tuple(series_colors(6))
 
 
+#: the labels of one axes' series (a list; one str would be read as its characters)
+Labels = declare(Sequence, lambda v: not isinstance(v, str), "a sequence of labels, not one str")
+
+
 @checked
-def colors_for(labels: Sequence) -> list[str]:
+def colors_for(labels: Labels) -> list[str]:
     """The colour of each series of one axes, by its label: a method's colour (see :data:`METHODS`; shades of it
     when it recurs, see :func:`recurrences`), and for the other series :func:`series_colors` in order."""
     methods = [method_color(str(label)) for label in labels]
@@ -688,8 +694,8 @@ def plot_lines(
     keywords); ``logx`` and ``logy`` put the axes on log scales, where a power law is a straight line."""
     if logx and not _grid(steps, 0):
         raise ValueError("steps must be > 0 on a log axis (logx=True)")
-    for name, values in series.items():
-        _curve(f"series[{name!r}]", values, (len(steps),), (len(steps), "S"), log=logy)
+    # drawn as checked: float arrays (a tensor that requires a gradient too)
+    series = {n: _curve(f"series[{n!r}]", v, (len(steps),), (len(steps), "S"), log=logy) for n, v in series.items()}
     for name, style in (styles or {}).items():
         if name not in series:  # a typo would leave the line in its default style, unnoticed
             raise ValueError(f"styles must be keyed by names of series, got {name!r} (series: {list(series)})")
@@ -697,7 +703,7 @@ def plot_lines(
             raise ValueError(f"styles[{name!r}] must be a dict of line keywords other than label (the series' name)")
         try:
             Line2D([], [], **style)
-        except (AttributeError, TypeError) as err:  # matplotlib's words for a keyword that no line has
+        except (AttributeError, TypeError, ValueError) as err:  # a keyword that no line has, a value none takes
             raise TypeError(f"styles[{name!r}] must hold keywords of a line: {err}") from None
     ax = ax if ax is not None else plt.gca()
     for (name, values), color in zip(series.items(), colors_for(list(series))):
@@ -1039,8 +1045,9 @@ def _losses(where: str, steps: Sequence, losses: Mapping) -> None:
 
 
 def _escapes(where: str, escapes: Mapping, size: int | str) -> None:
-    for name, values in escapes.items():
-        _curve(f"{where}[{name!r}]", values, (size,), finite=False)
+    for name, values in escapes.items():  # a step, or inf (not within the run); NaN is neither
+        if np.isnan(_curve(f"{where}[{name!r}]", values, (size,), finite=False)).any():
+            raise ValueError(f"{where}[{name!r}] must hold steps or inf (never escaped), not NaN")
 
 
 @checked
@@ -1314,6 +1321,8 @@ def plot_risk_against_examples(
     for name, curves in baselines.items():
         if set(curves) - set(by_dim) or not all(_holds_pair(p) for p in curves.values()):
             raise ValueError(f"baseline {name!r} must map dimensions of by_dim to (ns, risks) of one length")
+        for d, (b_ns, b_risks) in curves.items():
+            _curve(f"baselines[{name!r}][{d!r}] (risks)", b_risks, (len(b_ns),), log=True)
     # one above the other: the first panel's legend (every dimension and learner) needs the column's width
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 8.2), sharey=True)
     x = np.asarray(ns, dtype=float)
@@ -1408,6 +1417,8 @@ def plot_sample_complexity(
             if not np.all(ordered | ~np.isfinite(array).all(-1)):  # rows that did not reach a level are not drawn
                 raise ValueError(f"panels[{title!r}][1][{name!r}] must hold rows (estimate, low, high), low <= high")
     for title, exponents in (slopes or {}).items():
+        if title not in panels:
+            raise ValueError(f"slopes must be keyed by titles of panels, got {title!r} (panels: {list(panels)})")
         if not isinstance(exponents, Mapping) or not all(_number(v) for v in exponents.values()):
             raise ValueError(f"slopes[{title!r}] must map learners to exponents (numbers), got {exponents!r:.80}")
     fig, axes = plt.subplots(1, len(panels), figsize=_size(FIGURE_WIDTH, 3.4), squeeze=False)
@@ -1458,6 +1469,8 @@ def plot_error_panels(
     reference learner's error at one prompt length.
     """
     markers = dict(markers or {})
+    if logy and (low := [name for name, (_, y) in markers.items() if y <= 0]):
+        raise ValueError(f"markers must be > 0 on a log axis (logy=True), not those of {low}")
     missing = set(markers) - {name for curves in panels.values() for name in curves}
     if missing:
         raise ValueError(f"markers name curves that no panel draws: {sorted(missing)}")
@@ -1525,13 +1538,13 @@ def _scatter_on_diagonal(ax: Axes, x: Tensor, y: Tensor, lims: Sequence[float], 
 
 @checked
 def plot_gd_beta_reading(
-    pred_read: Float[Tensor, " B"],
-    pred_ltb: Float[Tensor, " B"],
-    gamma_star: Float[Tensor, "d d"],
-    gamma_read: Float[Tensor, "d d"],
+    pred_read: Annotated[Float[Tensor, " B"], checks.Finite],
+    pred_ltb: Annotated[Float[Tensor, " B"], checks.Finite],
+    gamma_star: Annotated[Float[Tensor, "d d"], checks.Finite],
+    gamma_read: Annotated[Float[Tensor, "d d"], checks.Finite],
     *,
-    beta_star: Float[Tensor, " d"] | None = None,
-    beta_read: Float[Tensor, " d"] | None = None,
+    beta_star: Annotated[Float[Tensor, " d"], checks.Finite] | None = None,
+    beta_read: Annotated[Float[Tensor, " d"], checks.Finite] | None = None,
     k: Count = 2000,
 ) -> Figure:
     """Two panels on the GD-beta model read off a trained LTB. Left, the LTB's predictions ``pred_ltb`` against
@@ -1650,6 +1663,11 @@ def plot_risk_ratios_against_n(
     if len(snrs) > 4:
         raise ValueError(f"at most 4 signal-to-noise ratios can be told apart, got {len(snrs)}")
     linestyles = {"GD-β": "-", "GD-0": ":", "GD++": "--"} if linestyles is None else linestyles
+    for name, style in linestyles.items():
+        try:
+            Line2D([], [], linestyle=style)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"linestyles[{name!r}] must be a matplotlib line style ('-', ':', '--'): {err}") from None
     missing = [(snr, m) for snr in snrs for m in ns if not _holds(ratios.get((snr, m)), *linestyles)]
     if missing:
         raise ValueError(f"ratios must give every method of {list(linestyles)} at every (snr, n), missing {missing}")
@@ -1713,8 +1731,12 @@ def plot_gd_records(histories: Descents, *, keys: Keys, logy: bool = True, width
 
 # ---- Chapter 6: softmax stage-wise convergence -------------------------------
 FeatureRuns = mapping_of(
-    lambda h: isinstance(h, GDHistory) and np.ndim(h.records.get("loss_k")) == 2,
-    "icl_utils.GDHistory with records['loss_k'] of shape (T, K)",
+    lambda h: (
+        isinstance(h, GDHistory)
+        and np.ndim(h.records.get("loss_k")) == 2
+        and bool(np.isfinite(h.records["loss_k"]).all() and (np.asarray(h.records["loss_k"]) > 0).all())
+    ),
+    "icl_utils.GDHistory with records['loss_k'] of shape (T, K), finite and > 0 (a log axis)",
     keys="titles",
 )
 
@@ -1809,7 +1831,7 @@ def plot_phase_weights(
 
 
 ConvergencePanels = sequence_of(
-    lambda p: _holds(p, "x", "xlabel", "times") and _grid(p["x"], 0),
+    lambda p: _holds(p, "x", "xlabel", "times") and _grid(p["x"], 0) and isinstance(p["times"], Mapping),
     "panels, mappings with x, xlabel and times, x finite numbers > 0 (a log axis)",
 )
 
@@ -1854,8 +1876,12 @@ def plot_convergence_times(panels: ConvergencePanels) -> Figure:
 
 # ---- Appendix: performance -------------------------------------
 SpeedResults = sequence_of(
-    lambda r: _holds(r, "device", "config", "rows", "ensembles"),
-    "results files, mappings with device, config, rows and ensembles",
+    lambda r: (
+        _holds(r, "device", "config", "rows", "ensembles")
+        and all(_holds(row, "name", "prompts_per_s") for row in r["rows"])
+        and all(_holds(e, "name", "models", "time_ratio") for e in r["ensembles"])
+    ),
+    "results files, mappings with device, config, rows (each with name and prompts_per_s) and ensembles",
 )
 
 

@@ -72,9 +72,10 @@ class Prompt:
             raise ValueError(
                 f"xs and ys must be tensors of shape (B, n+1, d) and (B, n+1), got {said[0]} and {said[1]}"
             )
-        if xs.shape[1] == 0 or not xs.is_floating_point() or not ys.is_floating_point():  # a query, float values
+        if xs.shape[1] == 0 or not xs.is_floating_point() or xs.dtype != ys.dtype:  # a query; one float dtype
             raise ValueError(
-                f"xs and ys must be float tensors of at least one point (the query), got {xs.dtype} and {ys.dtype} "
+                f"xs and ys must be float tensors of one dtype with at least one point (the query), got {xs.dtype} "
+                f"and {ys.dtype} "
                 f"with {xs.shape[1]} points"
             )
         return cls(x=xs[:, :-1], y=ys[:, :-1], x_query=xs[:, -1], y_query=ys[:, -1])

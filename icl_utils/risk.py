@@ -249,7 +249,10 @@ def query_risk_curves(
     curves: dict[str, list] = {name: [] for name in predictors}
     for n in ns:
         for name, predict in predictors.items():
-            curves[name].append(query_risk(predict, task, n, n_prompts, generator, chunk_size=chunk_size))
+            try:
+                curves[name].append(query_risk(predict, task, n, n_prompts, generator, chunk_size=chunk_size))
+            except (TypeError, ValueError) as err:  # query_risk names its own argument, predict
+                raise type(err)(f"predictors[{name!r}]: {err}") from err
     return {name: np.array(values) for name, values in curves.items()}
 
 
@@ -514,7 +517,7 @@ def bootstrap_interval(
 
 def _real(value: object, name: str = "statistic") -> float:
     """The value that the argument ``name`` (a callable) returned, as a float, or a TypeError naming ``name``."""
-    if isinstance(value, (str, bytes, bool)) or np.ndim(value) != 0:
+    if value is None or isinstance(value, (str, bytes, bool)) or np.ndim(value) != 0:
         raise TypeError(f"{name} must return one real number, got {value!r:.80}")
     return float(value)
 

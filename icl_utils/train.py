@@ -65,6 +65,8 @@ class Curriculum:
             lo, hi = getattr(self, name)
             if lo > hi:
                 raise ValueError(f"{name} must be (start, end) with start <= end, got {(lo, hi)}")
+            if lo < hi and getattr(self, f"{name}_step") == 0:  # it would never grow to its end
+                raise ValueError(f"{name}_step must be >= 1 to grow {name} from {lo} to {hi}, got 0")
 
     @checked
     def at(self, step: Size) -> tuple[int, int]:
@@ -699,6 +701,8 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: Steps = 500, tol: P
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("model has no trainable parameters to fit")
+    if bad := checks.nonfinite_names(dict(model.named_parameters())):
+        raise ValueError(f"model's parameters must be finite before the fit, but {', '.join(bad)} are not")
     if any(not checks.same_device(p.device, prompt.x.device) for p in params):
         raise ValueError(f"prompt is on {prompt.x.device} but the model's parameters are not")
     optimizer = torch.optim.LBFGS(
@@ -713,7 +717,11 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: Steps = 500, tol: P
 
     def closure() -> Tensor:
         optimizer.zero_grad()
-        loss = _mean_squared_error(checks.predictions_of(model, prompt, "model"), prompt)
+        preds = checks.predictions_of(model, prompt, "model")
+        try:
+            loss = _mean_squared_error(preds, prompt)
+        except (TypeError, ValueError) as err:  # predictions of another shape or kind
+            raise type(err)(f"model returned bad predictions: {err}") from None
         loss.backward()
         return loss
 
@@ -741,7 +749,10 @@ def fit_gd_plus_plus_curvature(task: Task, n: Count, n_prompts: Count, seed: See
     input_cov = getattr(task, "input_cov", None)
     if not callable(input_cov):
         raise TypeError(f"task must give its input covariance (input_cov()), got {type(task).__name__}")
-    model = GDPlusPlus(task.dim, steps=2, matrix_step=False, lr=0.5 / input_cov()[0, 0].item())
+    var = input_cov()[0, 0].item()
+    if not var > 0:  # the start 0.5 / Var x_1 needs a first input that varies
+        raise ValueError(f"task must give its first input a variance > 0, got {var}")
+    model = GDPlusPlus(task.dim, steps=2, matrix_step=False, lr=0.5 / var)
     fit_lbfgs(model, task.sample(n_prompts, n, make_generator(seed, "cpu")))
     return model.step.item(), model.gamma.item()
 

@@ -126,7 +126,7 @@ def test_static_and_modified_models(problem):
         (dict(model="attention", gamma_lr=1.0, record=lambda t: {}), ValueError, "record is for the static"),
         (dict(model="modified"), TypeError, "generator must be a torch.Generator"),
         (dict(model="static", batch=4), TypeError, "generator must be a torch.Generator"),
-        (dict(model="static", eta=0.0), ValueError, "eta must be > 0"),
+        (dict(model="static", eta=0.0), ValueError, r"eta must be in \(0, "),
         (dict(model="static", init=torch.zeros(4, D + 1)), ValueError, r"init must have width k \+ d \+ 1"),
         (dict(model="static", data=torch.zeros(4, 3)), TypeError, "data must be a FeaturePrompts"),
     ],

@@ -44,7 +44,9 @@ def test_errors_name_the_argument_the_constraint_and_the_value():
         _f(x, torch.zeros(3))
     with pytest.raises(ValueError, match="x must be a float tensor"):  # integer and complex tensors are refused
         _f(x.long(), torch.zeros(2))
-    with pytest.raises(ValueError, match=r"lr must be > 0 and finite, got nan"):
+    with pytest.raises(
+        ValueError, match=r"lr must be > 0 and finite \(a normal float64, 2.2e-308 to 1.8e308\), got nan"
+    ):
         _Config(steps=1, lr=float("nan"))
 
 

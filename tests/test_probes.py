@@ -165,7 +165,7 @@ case("kernel_ridge bandwidth 0", "bandwidth must be > 0", lambda: est.kernel_rid
 case("kernel_ridge bandwidth empty", "bandwidth must be", lambda: est.kernel_ridge(prompt(), bandwidth=()))
 case("two_layer_network width 0", r"width must be in \[1, ", lambda: est.two_layer_network(prompt(), width=0))
 case("two_layer_network seed -1", r"seed must be in \[0, 2\^63\)", lambda: est.two_layer_network(prompt(), seed=-1))
-case("two_layer_network lr 0", "lr must be > 0", lambda: est.two_layer_network(prompt(), lr=0.0))
+case("two_layer_network lr 0", r"lr must be in \(0, ", lambda: est.two_layer_network(prompt(), lr=0.0))
 case(
     "bayes prior_mean wrong length",
     r"prior_mean must be a float tensor of shape \(2,\)",
@@ -500,7 +500,7 @@ case("GPT: tokens for a prompt", "prompt must be an icl_utils.Prompt", lambda: g
 case("LTB mlp 'False'", "mlp must be True or False", lambda: LTB(2, mlp="False"))
 case("LTB dim 0", r"dim must be in \[1, ", lambda: LTB(0))
 case("LTB mlp_width 0", r"mlp_width must be in \[1, ", lambda: LTB(2, mlp_width=0))
-case("LTB init_std -1", "init_std must be >= 0", lambda: LTB(2, init_std=-1.0))
+case("LTB init_std -1", r"init_std must be in \[0, ", lambda: LTB(2, init_std=-1.0))
 case("LTB: prompt of another dim", "dim=2", lambda: LTB(2)(prompt(d=3)))
 case("LTB: empty context", "at least one context example", lambda: LTB(2)(prompt(n=0)))
 case("GDBeta gamma NaN", "gamma must be .*finite values", lambda: GDBeta(2, gamma=torch.eye(2) * NAN))
@@ -531,7 +531,7 @@ case(
 )
 case("FeatureAttention generator a seed", "generator must be", lambda: FeatureAttention(2, 4, generator=3))
 case("MLPAttention depth 0", r"depth must be in \[1, ", lambda: MLPAttention(2, 4, depth=0))
-case("MLPAttention input_scale 0", "input_scale must be > 0", lambda: MLPAttention(2, 4, input_scale=0.0))
+case("MLPAttention input_scale 0", r"input_scale must be in \(0, ", lambda: MLPAttention(2, 4, input_scale=0.0))
 case("MLPAttention n_features 0", r"n_features must be in \[1, ", lambda: MLPAttention(2, 0))
 case(
     "fit_attention_ridge: float64 model",
@@ -1152,7 +1152,7 @@ case(
 )
 case(
     "mf.run_gradient_descent eta 0",
-    "eta must be > 0",
+    r"eta must be in \(0, ",
     lambda: mf.run_gradient_descent("static", _feature_prompts(), torch.zeros(4, 4), steps=1, eta=0.0),
 )
 case(
@@ -1162,7 +1162,8 @@ case(
 )
 case(
     "mf.attention_loss gamma of another number of students",  # the sizes particles fixed, not gamma's own k
-    r"gamma must be a float tensor of shape \(\*#S, k, k\), got .* \(3, 1, 1\) \(axes so far: S=\(2,\) from [a-z]+\)$",
+    r"gamma must be a float tensor of shape \(\*#S, k, k\), with finite values, got .* \(3, 1, 1\) "
+    r"\(axes so far: S=\(2,\) from [a-z]+\)$",
     lambda: mf.attention_loss(torch.zeros(2, 5, 4), torch.zeros(3, 1, 1), torch.zeros(7, 1), torch.zeros(7, 2)),
 )
 case(
@@ -1174,12 +1175,14 @@ case(
 )
 case(
     "mf.descent_rotation targets of another k",  # the student's k = p - d - 1 = 1 here
-    r"x must be .* \(K, p-k-1\), got .* \(3, 2\) \(axes so far: p=4 from student, K=3 .* k=2 from targets\)$",
+    r"x must be .* \(K, p-k-1\), with finite values, got .* \(3, 2\) "
+    r"\(axes so far: p=4 from student, K=3 .* k=2 from targets\)$",
     lambda: mf.descent_rotation(torch.zeros(4, 4), torch.zeros(3, 2), torch.zeros(3, 2)),
 )
 case(
     "mf.path_losses a rotation of another k",  # was a silent number: the mixture split the student at the wrong k
-    r"x must be .* \(K, p-k-1\), got .* \(5, 2\) \(axes so far: p=4 .* k=2 from rotation, K=5 from targets\)$",
+    r"x must be .* \(K, p-k-1\), with finite values, got .* \(5, 2\) "
+    r"\(axes so far: p=4 .* k=2 from rotation, K=5 from targets\)$",
     lambda: mf.path_losses(
         torch.zeros(4, 4), torch.zeros(3, 4), torch.eye(2), [0.0, 0.5], torch.zeros(5, 1), torch.zeros(5, 2)
     ),
@@ -2324,7 +2327,7 @@ case(
     "counts must be .* S >= 1",
     lambda: sa.per_feature_loss(torch.zeros(2, 2), torch.zeros(0, 2)),
 )
-case("sa.bound_terms lr 1e-320", "lr must be large enough", lambda: sa.bound_terms(4.0, 0.1, 1e-320))
+case("sa.bound_terms lr 1e-307", "lr must be large enough", lambda: sa.bound_terms(4.0, 0.1, 1e-307))
 case(
     "sa.sample_counts 1e9 tokens",
     "exceed the limit of one tensor",
@@ -2371,7 +2374,7 @@ case(
 )
 case(
     "Prompt.from_points no point",
-    "xs and ys must be float tensors of at least one point",
+    "xs and ys must be float tensors of one dtype with at least one point",
     lambda: Prompt.from_points(torch.zeros(2, 0, 2), torch.zeros(2, 0)),
 )
 case(
@@ -2460,6 +2463,169 @@ case(
     ),
 )
 
+# --- a fifth round: a third campaign, of inputs not written against the code ------------------------------------
+HUGE_INT = 10**400  # an exact int no float holds (float() overflows)
+case("ridge lam of an int too large for a float", "lam must be > 0 and finite", lambda: est.ridge(prompt(), HUGE_INT))
+case("ridge lam 1e-320", "lam must be > 0 and finite", lambda: est.ridge(prompt(n=1, d=3), 1e-320))
+case("mean_and_band z of an int too large", "z must be > 0", lambda: risk.mean_and_band(torch.ones(3, 2), z=HUGE_INT))
+case(
+    "optimal_gd_step n 10**20",
+    "n must be >= 1, got 1e.20, past what a 64-bit integer holds",
+    lambda: exact.optimal_gd_step(LR, 10**20),
+)
+case("kernel_ridge bandwidth 1e-320", "bandwidth must be", lambda: est.kernel_ridge(prompt(), bandwidth=1e-320))
+case(
+    "two_layer_network lr 1e30",  # was NaN predictions
+    r"lr must be in \(0, 1e\+06\]",
+    lambda: est.two_layer_network(prompt(), steps=5, lr=1e30),
+)
+case("LTB init_std 1e39", r"init_std must be in \[0, 1e\+06\]", lambda: LTB(2, init_std=1e39))
+case("GDPlusPlus lr 1e39", r"lr must be in \[-1e\+06", lambda: GDPlusPlus(2, lr=1e39))
+case(
+    "FeatureAttention gamma_scale 1e39",
+    "gamma_scale must be in",
+    lambda: FeatureAttention(2, 4, generator=gen(), gamma_scale=1e39),
+)
+case("MLPAttention input_scale 1e39", "input_scale must be in", lambda: MLPAttention(2, 4, input_scale=1e39))
+case(
+    "LinearRegression.sample weights 1e39",
+    "weights must be .* of magnitude at most",
+    lambda: LR.sample(2, 3, gen(), weights=torch.full((2, 2), 1e39, dtype=torch.float64).float()),
+)
+case("hermite NaN z", "z must be .* with finite values", lambda: hermite(torch.tensor([NAN, 0.5]), 3))
+case("cardinal_bspline NaN x", "x must be .* with finite values", lambda: cardinal_bspline(torch.tensor([NAN, 0.5]), 2))
+case(
+    "Curriculum dims_step 0 with room to grow",
+    "dims_step must be >= 1 to grow dims",
+    lambda: Curriculum(dims=(1, 5), n_context=(2, 8), every=1, dims_step=0),
+)
+case(
+    "GDHistory NaN steps",
+    "steps must be .* with finite values",
+    lambda: GDHistory(np.array([0.0, NAN, 2.0]), {"loss": np.ones(3)}),
+)
+case(
+    "mf.FeaturePrompts fields of two dtypes",
+    "f and y must have the dtype of x",
+    lambda: mf.FeaturePrompts(torch.zeros(3, 4, 2), torch.zeros(3, 4, 1, dtype=torch.float64), torch.zeros(3, 4)),
+)
+case(
+    "mf.mixture NaN teacher",
+    "teacher must be .* with finite values",
+    lambda: mf.mixture(torch.randn(4, 4), torch.full((3, 4), NAN), 0.5, torch.eye(1)),
+)
+case(
+    "sa.phase_boundaries repeated steps",
+    "steps must be .* increasing",
+    lambda: sa.phase_boundaries(np.array([0, 10, 10, 20]), np.ones((4, 2, 2)), np.ones((4, 2)), feature=1, eps=0.1),
+)
+case(
+    "sa.feature_weights NaN features",
+    "features must be .* with finite values",
+    lambda: sa.feature_weights(torch.eye(2), torch.full((2, 2), NAN)),
+)
+case(
+    "claims.overview ledgers keyed by a Path",
+    "ledgers must be keyed by chapter names",
+    lambda: claims.overview(["x"], {Path("x"): {}}),
+)
+case(
+    "config.progress_bar enabled a str",
+    "enabled must be True or False",
+    lambda: config.progress_bar(range(3), desc="x", enabled="no"),
+)
+case("colors_for one str", "labels must be a sequence of labels, not one str", lambda: plotting.colors_for("ridge"))
+case(
+    "plot_sample_complexity slopes of a panel not drawn",
+    "slopes must be keyed by titles of panels",
+    lambda: plotting.plot_sample_complexity({"d": ([1, 2], {"a": np.ones(2)})}, slopes={"D": {"a": 1.0}}),
+)
+case(
+    "mf.potential_hessians NaN at",
+    "at must be .* with finite values",
+    lambda: mf.potential_hessians(
+        torch.randn(4, 4), torch.randn(5, 1), torch.randn(5, 2), 1, at=torch.full((1, 4), NAN)
+    ),
+)
+case("exact.optimal_lsa 10**6 starts", r"starts must be in \[1, 1000\]", lambda: exact.optimal_lsa(LR, 4, starts=10**6))
+case(
+    "sigmoid_network 2 networks at inputs of 3",
+    "x must have leading axes that broadcast",
+    lambda: sigmoid_network(torch.zeros(2, 4, 4), torch.zeros(3, 5, 2), 1),
+)
+case(
+    "fit_gd_plus_plus_curvature a first input of variance 0",
+    "task must give its first input a variance > 0",
+    lambda: fit_gd_plus_plus_curvature(LinearRegression(dim=2, x_cov=torch.diag(torch.tensor([0.0, 1.0]))), 4, 8, 0),
+)
+case(
+    "gradient_descent a complex loss",
+    "loss_fn must return a real scalar tensor",
+    lambda: gradient_descent(lambda t: t.square().sum() * (1 + 1j), torch.ones(2), steps=2, lr=0.1, progress=False),
+)
+case(
+    "mf.static_loss bfloat16 particles",
+    "particles must be .* of dtype float32 or float64",
+    lambda: mf.static_loss(torch.zeros(4, 4).bfloat16(), torch.zeros(6, 1).bfloat16(), torch.zeros(6, 2).bfloat16(), 1),
+)
+case(
+    "mf.BirthDeathPerturbation evaluate of 3 losses for 2 students",
+    "evaluate must return 2 finite loss",
+    lambda: mf.BirthDeathPerturbation(lambda p: torch.ones(3), lambda c: torch.zeros(c, 4), gen(), patience=1)(
+        0, torch.randn(2, 4, 4)
+    ),
+)
+case(
+    "mf.MeanFieldRun a history without loss",
+    "history must be a GDHistory that recorded 'loss'",
+    lambda: mf.MeanFieldRun(torch.zeros(4, 4), None, GDHistory(np.arange(2), {"spread": np.ones(2)}), []),
+)
+case(
+    "plot_lines a line style matplotlib lacks",
+    r"styles\['a'\] must hold keywords of a line",
+    lambda: plotting.plot_lines(np.arange(3), {"a": np.ones(3)}, styles={"a": {"linestyle": "bogus"}}),
+)
+case(
+    "bootstrap_interval a statistic returning None",
+    "statistic must return one real number",
+    lambda: risk.bootstrap_interval(lambda g: None, [np.ones(3)], reps=10),
+)
+case(
+    "Prompt.from_points float64 xs and float32 ys",
+    "xs and ys must be float tensors of one dtype",
+    lambda: Prompt.from_points(torch.zeros(2, 4, 2, dtype=torch.float64), torch.zeros(2, 4)),
+)
+case(
+    "query_risk_curves a GPT among predictors",
+    r"predictors\['gpt'\]",
+    lambda: risk.query_risk_curves({"gpt": gpt()}, LR, [2], 4, gen()),
+)
+case(
+    "FixedFeatureAttention features giving NaN",
+    "features must give finite features",
+    lambda: FixedFeatureAttention(lambda x: torch.full((*x.shape[:-1], 4), NAN), 1, 4),
+)
+case(
+    "fit_lbfgs a model of (B, 1) predictions",
+    "model returned bad predictions",
+    lambda: fit_lbfgs(_ColumnModel(), prompt(), max_iter=2),
+)
+case(
+    "fit_lbfgs a model of NaN parameters",
+    "model's parameters must be finite before the fit",
+    lambda: fit_lbfgs(_nan_model(), prompt(), max_iter=2),
+)
+case(
+    "claims.table an interval of one number",
+    r"claims\[0\]\['interval'\] must be a pair",
+    lambda: claims.table([{**_record(), "interval": 0.5}]),
+)
+case(
+    "AttentionMoments built by hand of two dtypes",
+    "must be a float64 tensor",
+    lambda: exact.AttentionMoments(torch.tensor(1.0), torch.eye(3), torch.eye(3), torch.eye(3)),
+)
+
 
 class _ColumnModel(torch.nn.Module):
     """A model that reads prompts but predicts a column, (B, 1)."""
@@ -2516,3 +2682,32 @@ def test_bad_input_is_a_named_error(id, pattern, call):
 def test_the_suite_is_large():
     assert len(CASES) >= 200, len(CASES)
     assert len({c[0] for c in CASES}) == len(CASES), "case ids must be unique"
+
+
+# Valid inputs that are unusual: each must work (a check too strict would refuse it).
+VALID = {
+    "Counts as a numpy array": lambda: exact.best_attention_excess(
+        exact.AttentionMoments.of(NP_TASK.features, NP_TASK, points=64), np.array([4, 8]), 0.1
+    ),
+    "axis limits as a list": lambda: plotting.plot_error_curves({"a": torch.rand(4, 5) + 0.1}, ylim=[0.0, 2.0]),
+    "histories keyed by ints": lambda: plotting.plot_training_loss({64: TrainHistory(np.ones(5), 1.0)}, window=2),
+    "write_json numpy numbers": lambda: claims.write_json(Path(tempfile.mkdtemp()) / "a.json", {"n": np.int64(3)}),
+    "a colour as a numpy array": lambda: plotting.shade(np.array([0.2, 0.4, 0.6]), 0, 3),
+    "changed_since a Path": lambda: claims.changed_since("HEAD", paths=(Path("notebooks"),)),
+    "particle_spread int32 groups": lambda: mf.particle_spread(
+        torch.randn(4, 3), torch.tensor([0, 0, 1, 1], dtype=torch.int32)
+    ),
+    "bayes prior_cov a numpy array": lambda: est.bayes_linear_regression(prompt(), torch.zeros(2), np.eye(2), 0.1),
+    "fit_slope a tensor that requires a gradient": lambda: risk.fit_slope(
+        [1, 2, 4], torch.tensor([1.0, 0.5, 0.25], requires_grad=True)
+    ),
+    "plot_lines a tensor that requires a gradient": lambda: plotting.plot_lines(
+        np.arange(3), {"a": torch.ones(3, requires_grad=True)}
+    ),
+    "swap_contexts a shift past 2^64": lambda: swap_contexts(prompt(), 10**30),
+}
+
+
+@pytest.mark.parametrize("call", VALID.values(), ids=list(VALID))
+def test_unusual_valid_input_works(call):
+    call()

@@ -204,7 +204,7 @@ CASES = {
     "joining prompts of two lengths": (ValueError, "must share n, d", lambda: Prompt.cat([prompt(n=3), prompt(n=4)])),
     "loss that is not a scalar": (
         TypeError,
-        "loss_fn must return a scalar tensor",
+        "loss_fn must return a real scalar tensor",
         lambda: gradient_descent(lambda t: t.square(), torch.ones(2), steps=1, lr=0.1, progress=False),
     ),
     "per-coordinate lr tensor": (

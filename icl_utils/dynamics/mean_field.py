@@ -60,12 +60,18 @@ from icl_utils.tasks.features import TeacherFeatures, _sigmoid_network
 # teacher's features there, shared by the students or one sample each. Leading axes broadcast.
 PathPoints = checks.sequence_of(Probability, "numbers in [0, 1]", base=Sequence | np.ndarray)
 # Finite particles (a NaN one gives a NaN loss) and at least one input (a mean over none is NaN).
-Particles = Annotated[Float[Tensor, "*#S M p"], Finite]
-Inputs = Annotated[Float[Tensor, "*#S K d"], Rows]
-Features = Annotated[Float[Tensor, "*#S K ko"], Rows]
-Gamma = Float[Tensor, "*#S k k"]
+Particles = Annotated[
+    Float[Tensor, "*#S M p"],
+    Finite,
+    checks.says(
+        Is[lambda t: t.dtype in (torch.float32, torch.float64)], "of dtype float32 or float64 (its linear algebra's)"
+    ),
+]
+Inputs = Annotated[Float[Tensor, "*#S K d"], Rows, Finite]
+Features = Annotated[Float[Tensor, "*#S K ko"], Rows, Finite]
+Gamma = Annotated[Float[Tensor, "*#S k k"], Finite]
 #: inputs read with a given Gamma: of width d = p - k - 1, with the particles' p and Gamma's k
-GammaInputs = Annotated[Float[Tensor, "*#S K p-k-1"], Rows]
+GammaInputs = Annotated[Float[Tensor, "*#S K p-k-1"], Rows, Finite]
 
 
 @checked
@@ -130,7 +136,10 @@ def _two_points(x: Tensor) -> None:
 @checks.same_dtype("particles", "gamma", "x", "y")
 @checked
 def icl_loss(
-    particles: Particles, gamma: Gamma, x: Float[Tensor, "*#S B n p-k-1"], y: Float[Tensor, "*#S B n"]
+    particles: Particles,
+    gamma: Gamma,
+    x: Annotated[Float[Tensor, "*#S B n p-k-1"], Finite],
+    y: Annotated[Float[Tensor, "*#S B n"], Finite],
 ) -> Tensor:
     """The attention model's in-context loss on finite prompts: each of a prompt's ``n`` points in turn is the
     query and the other ``n - 1`` its context, ``y_hat_j = (1/(n-1)) sum_{i != j} y_i h(x_i)^T Gamma h(x_j)``;
@@ -166,7 +175,10 @@ def _icl_loss_of(h: Tensor, context: Tensor, gamma: Tensor, y: Tensor) -> Tensor
 @checks.same_dtype("particles", "x", "y")
 @checked
 def icl_optimal_gamma(
-    particles: Particles, x: Float[Tensor, "*#S B n d"], y: Float[Tensor, "*#S B n"], ridge: Positive = 1e-8
+    particles: Particles,
+    x: Annotated[Float[Tensor, "*#S B n d"], Finite],
+    y: Annotated[Float[Tensor, "*#S B n"], Finite],
+    ridge: Positive = 1e-8,
 ) -> Tensor:
     """The ``Gamma`` that minimizes :func:`icl_loss` on the given prompts, for the particles as they are: a
     least-squares
@@ -288,11 +300,11 @@ def _loss_gradient(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Ten
 @checks.same_dtype("particles", "targets", "x", "at")
 @checked
 def potential_hessians(
-    particles: Float[Tensor, "M p"],
-    targets: Float[Tensor, "K ko"],
-    x: Float[Tensor, "K d"],
+    particles: Annotated[Float[Tensor, "M p"], Finite],
+    targets: Annotated[Float[Tensor, "K ko"], Finite],
+    x: Annotated[Float[Tensor, "K d"], Finite],
     k: Count,
-    at: Float[Tensor, "m p"] | None = None,
+    at: Annotated[Float[Tensor, "m p"], Finite] | None = None,
 ) -> Tensor:
     """The Hessian of the first variation ``V = dL/dmu`` of the static loss of the cloud ``particles``, at each of
     the neurons ``at`` (``(m, k + d + 1)``; by default the particles themselves): ``(m, p, p)``. A negative
@@ -372,7 +384,9 @@ def critical_point(
 @checks.same_dtype("student", "targets", "x")
 @checked
 def descent_rotation(
-    student: Float[Tensor, "M p"], targets: Float[Tensor, "K k"], x: Float[Tensor, "K p-k-1"]
+    student: Annotated[Float[Tensor, "M p"], Finite],
+    targets: Annotated[Float[Tensor, "K k"], Finite],
+    x: Annotated[Float[Tensor, "K p-k-1"], Finite],
 ) -> tuple[Tensor, float]:
     """The ``R`` in the unit ball of the operator norm (the convex hull of ``O(k)``) along whose mixture
     ``(1 - s) mu + s R#mu_o`` the static loss falls fastest at ``s = 0`` (Theorem 3.3's direction of decrease), and
@@ -439,7 +453,11 @@ class BirthDeathPerturbation:
 
     def _losses(self, particles: Tensor) -> np.ndarray:
         with torch.no_grad():
-            return np.atleast_1d(torch.as_tensor(self.evaluate(particles)).detach().cpu().numpy())
+            losses = np.atleast_1d(torch.as_tensor(self.evaluate(particles)).detach().cpu().numpy())
+        students = particles.shape[0] if particles.ndim == 3 else 1
+        if losses.shape != (students,) or not np.isfinite(losses).all():
+            raise ValueError(f"evaluate must return {students} finite loss(es), one per student, got {losses!r:.80}")
+        return losses
 
     def __call__(self, step: int, particles: Tensor, loss: object = None) -> None:
         if not self._checked:  # the first call
@@ -459,7 +477,11 @@ class BirthDeathPerturbation:
             if self.birth_death:
                 count = math.ceil(self.fraction * len(cloud))
                 idx = torch.randperm(len(cloud), generator=self.generator, device=self.generator.device)[:count]
-                cloud[idx.to(cloud.device)] = self.sample_init(count).to(cloud.device, cloud.dtype)
+                fresh = self.sample_init(count)
+                if not isinstance(fresh, Tensor) or tuple(fresh.shape) != (count, cloud.shape[-1]):
+                    said = tuple(fresh.shape) if isinstance(fresh, Tensor) else type(fresh).__name__
+                    raise ValueError(f"sample_init must return ({count}, {cloud.shape[-1]}) particles, got {said}")
+                cloud[idx.to(cloud.device)] = fresh.to(cloud.device, cloud.dtype)
             if self.perturbation:
                 cloud += gp_perturbation(cloud, self.generator, self.size, self.bandwidth)
             self.events.append((step + 1, int(s)))
@@ -495,6 +517,10 @@ class FeaturePrompts:
     x: Annotated[Float[Tensor, "P n d"], checks.Finite]
     f: Annotated[Float[Tensor, "P n ko"], checks.Finite]
     y: Annotated[Float[Tensor, "P n"], checks.Finite]
+
+    def __post_init__(self) -> None:
+        if not self.x.dtype == self.f.dtype == self.y.dtype:  # the losses read them together
+            raise TypeError(f"f and y must have the dtype of x, {self.x.dtype}, got {self.f.dtype} and {self.y.dtype}")
 
     @classmethod
     @checked
@@ -570,6 +596,10 @@ class MeanFieldRun:
     history: GDHistory
     events: list[tuple[int, int]]
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.history, GDHistory) or "loss" not in self.history.records:
+            raise ValueError("history must be a GDHistory that recorded 'loss', as run_gradient_descent's does")
+
     @property
     def steps(self) -> np.ndarray:
         return self.history.steps
@@ -587,7 +617,7 @@ def run_gradient_descent(
     init: Annotated[Float[Tensor, "M p"] | Float[Tensor, "S M p"], checks.Finite],
     *,
     steps: Steps,
-    eta: Positive,
+    eta: checks.PositiveScale,
     batch: Count | None = None,
     gamma_lr: Positive | None = None,
     gamma: Literal["trained", "optimal"] = "trained",
@@ -761,7 +791,7 @@ def particle_spread(
     if groups is None:
         centred = particles - particles.mean(-2, keepdim=True)
     else:
-        onehot = torch.nn.functional.one_hot(groups.to(particles.device)).to(particles.dtype)  # (M, G)
+        onehot = torch.nn.functional.one_hot(groups.to(particles.device, torch.long)).to(particles.dtype)  # (M, G)
         means = (onehot / onehot.sum(0).clamp_min(1)).mT @ particles  # (..., G, p); a label no particle has: 0
         centred = particles - onehot @ means
     return centred.square().sum((-1, -2)).sqrt() / particles.shape[-2] ** 0.5
@@ -843,7 +873,10 @@ def fit_saddle_escape(history: GDHistory, student: Size | None = None) -> Saddle
 @checks.same_dtype("student", "rotation")
 @checked
 def mixture(
-    student: Float[Tensor, "M p"], teacher: Float[Tensor, "Mo p"], s: Probability, rotation: Float[Tensor, "k k"]
+    student: Annotated[Float[Tensor, "M p"], Finite],
+    teacher: Annotated[Float[Tensor, "Mo p"], Finite],
+    s: Probability,
+    rotation: Annotated[Float[Tensor, "k k"], Finite],
 ) -> Tensor:
     """Particles whose network is ``(1 - s) h_student + s R f``: the mixture ``(1 - s) mu + s R#mu_o`` of the
     student's particles ``(M, k + d + 1)`` and the teacher's ``(M_o, k + d + 1)`` rotated by ``R`` (``(k, k)``),
@@ -868,12 +901,12 @@ def mixture(
 @checks.same_dtype("student", "rotation", "targets", "x")
 @checked
 def path_losses(
-    student: Float[Tensor, "M p"],
-    teacher: Float[Tensor, "Mo p"],
-    rotation: Float[Tensor, "k k"],
+    student: Annotated[Float[Tensor, "M p"], Finite],
+    teacher: Annotated[Float[Tensor, "Mo p"], Finite],
+    rotation: Annotated[Float[Tensor, "k k"], Finite],
     s_values: PathPoints,
-    targets: Float[Tensor, "K ko"],
-    x: Float[Tensor, "K p-k-1"],
+    targets: Annotated[Float[Tensor, "K ko"], Finite],
+    x: Annotated[Float[Tensor, "K p-k-1"], Finite],
 ) -> np.ndarray:
     """The static loss of :func:`mixture` ``(student, teacher, s, rotation)`` at each ``s`` of ``s_values`` (each
     checked there): the landscape along the path from ``mu`` to the rotated teacher ``R#mu_o``. The student's

@@ -60,7 +60,9 @@ def predict(prompt: Prompt, q: Annotated[Float[Tensor, "{prompt.dim} {prompt.dim
 
 
 @checked
-def feature_weights(q: Annotated[Float[Tensor, "d d"], checks.Finite], features: Float[Tensor, "d K"]) -> Tensor:
+def feature_weights(
+    q: Annotated[Float[Tensor, "d d"], checks.Finite], features: Annotated[Float[Tensor, "d K"], checks.Finite]
+) -> Tensor:
     """``W = V^T Q V`` (``W[m, k] = v_m^T Q v_k``) for features ``V`` of shape ``(d, K)``."""
     return features.T.to(q) @ q @ features.to(q)
 
@@ -171,10 +173,10 @@ def run_gradient_descent(
     """
     probs = torch.as_tensor(probs, dtype=torch.float64)
     rows = probs.unsqueeze(0) if probs.ndim == 1 else probs
-    if isinstance(n_context, (tuple, list)):
+    if isinstance(n_context, (tuple, list, np.ndarray)):
         if probs.ndim == 1 or len(n_context) != len(rows):
             raise ValueError(f"n_context must be one int or one per row of probs ({len(rows)}), got {n_context!r}")
-        lengths = list(n_context)
+        lengths = [int(v) for v in n_context]
     else:
         lengths = [n_context] * len(rows)
     counts = torch.stack([sample_counts(p, n, n_samples, generator) for p, n in zip(rows, lengths)])
@@ -214,7 +216,13 @@ def _first_steps(steps: np.ndarray, events: np.ndarray) -> np.ndarray:
 
 # A history's recorded steps (at least one) and what was recorded at them, one row per step: numpy arrays of real
 # numbers (numpy would cut a complex value to its real part, and compares complex values by their real parts first).
-RecordedSteps = Annotated[Real[np.ndarray, " T"], checks.NonEmpty]
+#: recorded steps: finite and increasing (a search by step, and a step of each phase, read them in order)
+RecordedSteps = Annotated[
+    Real[np.ndarray, " T"],
+    checks.NonEmpty,
+    checks.Finite,
+    checks.says(Is[lambda s: bool(np.all(np.diff(s) > 0))], "increasing"),
+]
 Recorded = Real[np.ndarray, "T *K"]
 # numbers, or arrays of them (one per point of a fit, of the shape T of its times)
 Points = float | Real[np.ndarray, ""] | Real[np.ndarray, "*T"]
@@ -494,7 +502,7 @@ def empirical_loss(
     w: Annotated[Float[Tensor, "K K"], checks.Finite],
     counts: Annotated[Float[Tensor, "M K"] | Int[Tensor, "M K"], _Tokens],
     queries: Annotated[Int[Tensor, " M"], checks.NonEmpty],
-    coords: Float[Tensor, "M K"],
+    coords: Annotated[Float[Tensor, "M K"], checks.Finite],
 ) -> Tensor:
     """The squared error on fixed prompts, ``1/(2M) sum_i (y_hat_i - y_i)^2``, in the feature coordinates: prompt
     ``i`` has context counts ``counts[i]`` (shape ``(M, K)``), a query on feature ``queries[i]`` (shape ``(M,)``)

@@ -66,7 +66,11 @@ class FeatureAttention(AttentionOnFeatures):
 
     @checked
     def __init__(
-        self, dim: Width, width: Width, generator: torch.Generator | None = None, gamma_scale: NonNegative | None = None
+        self,
+        dim: Width,
+        width: Width,
+        generator: torch.Generator | None = None,
+        gamma_scale: checks.Scale | None = None,
     ):
         super().__init__(dim)
         gamma_scale = 1.0 / width if gamma_scale is None else float(gamma_scale)
@@ -95,7 +99,13 @@ class MLPAttention(AttentionOnFeatures):
 
     @checked
     def __init__(
-        self, dim: Width, n_features: Width, *, hidden: Width = 64, depth: Depth = 2, input_scale: Positive = 1.0
+        self,
+        dim: Width,
+        n_features: Width,
+        *,
+        hidden: Width = 64,
+        depth: Depth = 2,
+        input_scale: checks.PositiveScale = 1.0,
     ):
         super().__init__(dim)
         layers: list[nn.Module] = []
@@ -124,7 +134,9 @@ class FixedFeatureAttention(AttentionOnFeatures):
         self._given = features
         self.gamma = nn.Parameter(torch.eye(n_features) / n_features)
         try:  # one input, so that a map of another dim or kind is refused here, not at the first prediction
-            self._feature_map(torch.zeros(1, dim))
+            probe = self._feature_map(torch.zeros(2, dim))
+            if probe.shape[0] != 2 or not bool(checks.finite_flag(probe.detach())):
+                raise ValueError(f"features must give finite features, one row per input, got {probe!r:.60}")
         except (TypeError, ValueError, RuntimeError, AttributeError, IndexError) as err:
             kind = TypeError if isinstance(err, TypeError) else ValueError
             said = f"features must map inputs (K, dim={dim}) to (K, n_features={n_features})"
@@ -295,7 +307,7 @@ def two_stage_fit(
     stage2_n: Count,
     lam: Positive,
     generator: torch.Generator,
-    bias_range: Positive = 1.0,
+    bias_range: checks.PositiveScale = 1.0,
 ) -> None:
     """Oko et al.'s (2024) pretraining, in place: stage 1 (:func:`one_step_feature_update` with ``lr = weight_decay
     = 1``, so the step keeps the gradient alone) on ``stage1_tasks`` prompts of ``stage1_n`` examples; then rows of
@@ -320,7 +332,7 @@ def subspace_fit(
     stage2_n: Count,
     lam: Positive,
     generator: torch.Generator,
-    bias_range: Positive = 1.0,
+    bias_range: checks.PositiveScale = 1.0,
 ) -> None:
     """The reference for :func:`two_stage_fit`, in place: stage 1 replaced by a perfect one, the rows of ``W``
     projected onto the task's hidden subspace (``task.basis``, ``d x r`` orthonormal), then the same rescaling,
@@ -352,7 +364,7 @@ def stage_two_fit(
     stage2_n: Count,
     lam: Positive,
     generator: torch.Generator,
-    bias_range: Positive = 1.0,
+    bias_range: checks.PositiveScale = 1.0,
 ) -> None:
     """What follows stage 1 in :func:`two_stage_fit`, in place: rows of ``W`` rescaled to mean length one, biases
     redrawn from ``U[-bias_range, bias_range]``, ``Gamma`` by :func:`fit_attention_ridge`. On a freshly initialized

@@ -30,7 +30,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, Finite, NonNegative, Real, Steps, Task, Width, checked
+from icl_utils.checks import Count, Finite, Steps, Task, Width, checked
 from icl_utils.estimators import _gd_plus_plus, _gd_plus_plus_moments
 from icl_utils.models.base import QueryModel, sample_memo
 from icl_utils.prompts import Prompt
@@ -100,7 +100,7 @@ class LTB(QueryModel):
     """
 
     @checked
-    def __init__(self, dim: Width, *, mlp: bool = True, mlp_width: Width | None = None, init_std: NonNegative = 0.3):
+    def __init__(self, dim: Width, *, mlp: bool = True, mlp_width: Width | None = None, init_std: checks.Scale = 0.3):
         super().__init__(dim)
         if mlp_width is not None and not mlp:
             raise ValueError(f"mlp_width must be None without an MLP (mlp=False), got {mlp_width}")
@@ -147,7 +147,7 @@ class GDBeta(QueryModel):
         dim: Width,
         *,
         learnable_init: bool = True,
-        beta0: Annotated[Float[Tensor, " {dim}"], Finite] | None = None,
+        beta0: Annotated[Float[Tensor, " {dim}"], Finite, checks.WithinScale] | None = None,
         gamma: Annotated[Float[Tensor, "{dim} {dim}"], Finite] | None = None,
     ):
         super().__init__(dim)
@@ -184,7 +184,15 @@ class GDPlusPlus(QueryModel):
     """
 
     @checked
-    def __init__(self, dim: Width, *, steps: Steps = 1, matrix_step: bool = True, lr: Real = 0.0, gamma: Real = 0.0):
+    def __init__(
+        self,
+        dim: Width,
+        *,
+        steps: Steps = 1,
+        matrix_step: bool = True,
+        lr: checks.Offset = 0.0,
+        gamma: checks.Offset = 0.0,
+    ):
         super().__init__(dim)
         self.steps = steps
         lr = float(lr)  # a float32 parameter, an int given or not

@@ -15,6 +15,7 @@ with orthonormal columns, so ``E f f^T = P P^T`` is a projection of rank ``r``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import torch
 from jaxtyping import Float
@@ -50,6 +51,13 @@ def _sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
         raise ValueError(f"x must have last dimension d = {dim} to match particles of width k + d + 1 with k = {k}")
     if x.dtype != particles.dtype:
         raise TypeError(f"x must have the particles' dtype {particles.dtype}, got {x.dtype}")
+    try:  # the networks' leading axes (S students) and the inputs' broadcast
+        torch.broadcast_shapes(particles.shape[:-2], x.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"x must have leading axes that broadcast with the particles', {tuple(particles.shape[:-2])}, got "
+            f"{tuple(x.shape[:-2])}"
+        ) from None
     a, w, b = particles[..., :k], particles[..., k:-1], particles[..., -1]
     squeeze = x.ndim == 1
     x = x[None] if squeeze else x
@@ -104,7 +112,7 @@ class TeacherFeatures:
         return self._particles.clone()
 
     @checked
-    def features(self, x: Float[Tensor, "*batch {self.dim}"]) -> Tensor:
+    def features(self, x: Annotated[Float[Tensor, "*batch {self.dim}"], checks.Finite]) -> Tensor:
         """The teacher features ``f(x)``, shape ``(..., k)``, in the dtype and on the device of ``x``."""
         return _sigmoid_network(self._particles.to(x.device, x.dtype), x, self.k)
 

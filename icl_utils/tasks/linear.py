@@ -94,7 +94,7 @@ class LinearRegression:
         n: Size,
         generator: torch.Generator,
         active_dims: Count | None = None,
-        weights: Annotated[Float[Tensor, "{batch} {self.dim}"], checks.Finite] | None = None,
+        weights: Annotated[Float[Tensor, "{batch} {self.dim}"], checks.Finite, checks.WithinScale] | None = None,
     ) -> Prompt:
         """``batch`` prompts of ``n`` context examples and a query, on the generator's device.
 

@@ -49,7 +49,7 @@ checks.describe(BasisSize, "an int", f"in [1, {MAX_BASIS}] (MAX_BASIS: the basis
 
 
 @checked
-def cardinal_bspline(x: Float[Tensor, "*shape"], order: Order) -> Float[Tensor, "*shape"]:
+def cardinal_bspline(x: Annotated[Float[Tensor, "*shape"], Finite], order: Order) -> Float[Tensor, "*shape"]:
     """The cardinal B-spline ``N_m(x)`` of order ``m``: the ``(m+1)``-fold convolution of ``1[0, 1)``, supported on
     ``[0, m+1]``, by the recursion ``N_m(x) = (x N_{m-1}(x) + (m+1-x) N_{m-1}(x-1)) / m``."""
     return _cardinal_bspline(x, order)

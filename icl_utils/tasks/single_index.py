@@ -56,7 +56,7 @@ def hermite_coefficients(degree: Degree) -> Tensor:
 
 
 @checked
-def hermite(z: Float[Tensor, "*shape"], degree: Degree) -> Float[Tensor, "*shape {degree+1}"]:
+def hermite(z: Annotated[Float[Tensor, "*shape"], Finite], degree: Degree) -> Float[Tensor, "*shape {degree+1}"]:
     """Normalized Hermite polynomials ``He_0(z), ..., He_degree(z)``, stacked on a new last axis.
 
     The recurrence ``H_{i+1} = z H_i - i H_{i-1}`` gives the monic polynomials; dividing by ``sqrt(i!)`` makes them
@@ -132,7 +132,11 @@ class SingleIndexTasks:
         return g / g.norm(dim=1, keepdim=True)
 
     @checked
-    def link(self, z: Float[Tensor, " B *rest"], coeffs: Float[Tensor, "B {self.n_coefficients}"]) -> Tensor:
+    def link(
+        self,
+        z: Annotated[Float[Tensor, " B *rest"], Finite],
+        coeffs: Annotated[Float[Tensor, "B {self.n_coefficients}"], Finite],
+    ) -> Tensor:
         """``sum_i c_i He_i(z)`` for ``z`` of shape ``(B, ...)`` and coefficients ``(B, P - k + 1)``, one row of
         ``c_k, ..., c_P`` per row of ``z``."""
         he = _hermite(z, self.max_degree)[..., self.min_degree :]
