@@ -2626,6 +2626,17 @@ case(
     lambda: exact.AttentionMoments(torch.tensor(1.0), torch.eye(3), torch.eye(3), torch.eye(3)),
 )
 
+case(
+    "one_step_feature_update lr 1e39",
+    "lr must be in",
+    lambda: one_step_feature_update(
+        FeatureAttention(2, 4, generator=gen()), LR, n_tasks=4, n=3, lr=1e39, weight_decay=1.0, generator=gen()
+    ),
+)
+case(
+    "SingleIndexTasks max_degree 60", r"max_degree must be in \[0, 30\]", lambda: SingleIndexTasks(3, 2, max_degree=60)
+)
+
 
 class _ColumnModel(torch.nn.Module):
     """A model that reads prompts but predicts a column, (B, 1)."""

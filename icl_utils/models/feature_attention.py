@@ -157,7 +157,7 @@ def one_step_feature_update(
     *,
     n_tasks: Count,
     n: Count,
-    lr: Positive,
+    lr: checks.PositiveScale,
     weight_decay: NonNegative,
     generator: torch.Generator,
     chunk_size: Count | None = None,
