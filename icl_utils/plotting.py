@@ -122,7 +122,7 @@ def series_colors(n: Series | Literal[0]) -> list[str]:
 PALETTE = tuple(series_colors(6))
 
 
-#: the labels of one axes' series (a list; one str would be read as its characters)
+# the labels of one axes' series (a list; one str would be read as its characters)
 Labels = declare(Sequence, lambda v: not isinstance(v, str), "a sequence of labels, not one str")
 
 

@@ -70,7 +70,7 @@ Particles = Annotated[
 Inputs = Annotated[Float[Tensor, "*#S K d"], Rows, Finite]
 Features = Annotated[Float[Tensor, "*#S K ko"], Rows, Finite]
 Gamma = Annotated[Float[Tensor, "*#S k k"], Finite]
-#: inputs read with a given Gamma: of width d = p - k - 1, with the particles' p and Gamma's k
+# inputs read with a given Gamma: of width d = p - k - 1, with the particles' p and Gamma's k
 GammaInputs = Annotated[Float[Tensor, "*#S K p-k-1"], Rows, Finite]
 
 

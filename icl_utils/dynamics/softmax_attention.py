@@ -216,7 +216,7 @@ def _first_steps(steps: np.ndarray, events: np.ndarray) -> np.ndarray:
 
 # A history's recorded steps (at least one) and what was recorded at them, one row per step: numpy arrays of real
 # numbers (numpy would cut a complex value to its real part, and compares complex values by their real parts first).
-#: recorded steps: finite and increasing (a search by step, and a step of each phase, read them in order)
+# recorded steps: finite and increasing (a search by step, and a step of each phase, read them in order)
 RecordedSteps = Annotated[
     Real[np.ndarray, " T"],
     checks.NonEmpty,
