@@ -39,7 +39,7 @@ _CONF = BeartypeConf(is_pep484_tower=True)  # an int where a float is declared, 
 _TINY, _HUGE = sys.float_info.min, sys.float_info.max
 # The constraints read in an error message as they are written here (beartype shows a validator's source).
 #: an int >= 1 (steps, prompts, widths); an int >= 0 (context lengths, indices)
-# (below 2^63: what a 64-bit integer, and so torch, holds)
+#: (below 2^63: what a 64-bit integer, and so torch, holds)
 Count = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v < 2**63]]
 Size = Annotated[int, Is[lambda v: not isinstance(v, bool) and 0 <= v < 2**63]]
 #: counts that set how long a call runs, refused above :mod:`icl_utils.config`'s limits
@@ -50,29 +50,29 @@ Reps = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.
 #: above :mod:`icl_utils.config`'s limits at once, not after torch has tried to allocate the weights
 Width = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_WIDTH]]
 Depth = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_DEPTH]]
-# how many series or panels a figure draws: refused above :mod:`icl_utils.config`'s limit
+#: how many series or panels a figure draws: refused above :mod:`icl_utils.config`'s limit
 Series = Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= config.MAX_SERIES]]
 #: a generator's seed: an int >= 0 that a signed 64-bit integer holds (torch's and numpy's seeds take it)
 Seed = Annotated[int, Is[lambda v: not isinstance(v, bool) and 0 <= v < 2**63]]
-# any int, but not a bool (a shift, an offset)
+#: any int, but not a bool (a shift, an offset)
 Integer = Annotated[int, Is[lambda v: not isinstance(v, bool)]]
 #: two or more (features, points of a prompt)
 Several = Annotated[int, Is[lambda v: not isinstance(v, bool) and v >= 2]]
 #: draws of which a spread is computed (a standard error needs two)
 Samples = Annotated[int, Is[lambda v: not isinstance(v, bool) and 2 <= v <= config.MAX_DRAWS]]
-# finite real numbers (an int is taken where a float is declared): > 0, >= 0, any, in [0, 1], in (0, 1). Each is
-# a float64 that computes: not an int too large to convert (200!), nor a positive number below the smallest
-# normal float (1e-320, whose reciprocal overflows)
+#: finite real numbers (an int is taken where a float is declared): > 0, >= 0, any, in [0, 1], in (0, 1). Each is
+#: a float64 that computes: not an int too large to convert (200!), nor a positive number below the smallest
+#: normal float (1e-320, whose reciprocal overflows)
 Positive = Annotated[float, Is[lambda v: not isinstance(v, bool) and _TINY <= v <= _HUGE]]
 NonNegative = Annotated[float, Is[lambda v: not isinstance(v, bool) and (v == 0 or _TINY <= v <= _HUGE)]]
 Real = Annotated[float, Is[lambda v: not isinstance(v, bool) and -_HUGE <= v <= _HUGE]]
 Probability = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <= 1]]
 Fraction = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v < 1]]
-# a task's scale (a noise level, an input range, a mean): refused above :mod:`icl_utils.config`'s MAX_SCALE
+#: a task's scale (a noise level, an input range, a mean): refused above :mod:`icl_utils.config`'s MAX_SCALE
 Scale = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <= config.MAX_SCALE]]
 PositiveScale = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v <= config.MAX_SCALE]]
 Offset = Annotated[float, Is[lambda v: not isinstance(v, bool) and -config.MAX_SCALE <= v <= config.MAX_SCALE]]
-# a variance: a scale squared
+#: a variance: a scale squared
 Variance = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v <= config.MAX_SCALE**2]]
 PositiveVariance = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 < v <= config.MAX_SCALE**2]]
 #: a rate in [0, 1) (dropout)
@@ -86,9 +86,9 @@ Reals = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Real)]]
 FloatDtype = Annotated[torch.dtype, Is[lambda d: d.is_floating_point]]
 #: a tensor with at least one entry along its first axis (a batch of at least one)
 NonEmpty = Is[lambda t: len(t) > 0]
-# values of magnitude at most config.MAX_SCALE (a task's means)
+#: values of magnitude at most config.MAX_SCALE (a task's means)
 WithinScale = Is[lambda t: bool(t.abs().max() <= config.MAX_SCALE) if t.numel() else True]
-# a matrix (or a stack of them) with at least one column; with at least one row
+#: a matrix (or a stack of them) with at least one column; with at least one row
 Columns = Is[lambda t: t.ndim >= 1 and t.shape[-1] >= 1]
 Rows = Is[lambda t: t.ndim >= 2 and t.shape[-2] >= 1]
 #: a tensor with at least two entries along its first axis (a spread over them)
@@ -354,7 +354,7 @@ def _plain(value: object) -> object:
 def _shallow(hint: object) -> object:
     """``hint`` as it is checked: a container's items are left out (``list[Positive]`` checks a list), since
     beartype checks one random item of a container, which would refuse a bad item on some calls and not on others;
-    a declaration that wants every item checked says so with a validator (:data:`Counts`). Fixed-length tuples
+    a declaration that wants every item checked says so with a validator (``Counts``). Fixed-length tuples
     keep their items, which beartype checks all of."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Annotated:
@@ -456,7 +456,7 @@ def takes(fn: object, kinds: list, name: str) -> None:
 def checked(fn: F) -> F:
     """``fn`` (a function, or a class whose ``__init__`` is checked), its arguments checked on every call against
     its annotations: jaxtyping's dtypes and shapes, beartype's types and validators (a container's items only where
-    a validator such as :data:`Counts` declares it). A bad argument raises the error of :func:`refusal`, "``name``
+    a validator such as ``Counts`` declares it). A bad argument raises the error of :func:`refusal`, "``name``
     must be ..., got ...", with the sizes that other arguments gave the tensor axes. NumPy scalars are taken as the
     Python numbers they hold, in tuples and lists too. Like every beartype and jaxtyping check, the checks are off
     under ``python -O`` and with ``JAXTYPING_DISABLE=1``."""

@@ -40,7 +40,7 @@ from icl_utils.checks import (
 from icl_utils.tasks.linear import LinearRegression
 from icl_utils.tasks.nonparametric import NonparametricTasks
 
-# restarts of an optimization, each a full run
+#: restarts of an optimization, each a full run
 Starts = checks.declare(int, lambda v: not isinstance(v, bool) and 1 <= v <= 1000, "in [1, 1000]")
 
 

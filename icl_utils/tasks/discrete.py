@@ -15,7 +15,7 @@ from icl_utils import checks, config
 from icl_utils.checks import Distribution, Fraction, Seed, Width, checked
 from icl_utils.prompts import Prompt
 
-# two or more features, at most config.MAX_WIDTH
+#: two or more features, at most config.MAX_WIDTH
 FeatureCount = checks.declare(
     int,
     lambda v: not isinstance(v, bool) and 2 <= v <= config.MAX_WIDTH,
