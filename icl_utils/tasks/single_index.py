@@ -79,7 +79,7 @@ def _hermite(z: Tensor, degree: int) -> Tensor:
 
 
 #: the largest degree of a sampled link: past it the monic Hermite polynomials of float32 inputs a few standard
-#: deviations out (z^30 at |z| = 19) overflow, and labels come out inf or NaN (degree 60 did at |z| = 5)
+#: deviations out (z^30 at z = 19) overflow, and labels come out inf or NaN (degree 60 did at z = 5)
 LinkDegree = checks.declare(int, lambda v: not isinstance(v, bool) and 0 <= v <= 30, "in [0, 30] (float32's range)")
 
 
