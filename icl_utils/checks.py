@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
+import numpy as np
 import torch
 from beartype.vale import Is
 from torch import Tensor
@@ -94,6 +95,21 @@ def as_float64(name: str, value: object) -> Tensor:
     if t.device.type == "meta":
         raise ValueError(f"{name} must hold values, but is on the meta device")
     return t.double()
+
+
+def real_array(name: str, value: object) -> np.ndarray:
+    """``value`` (a number, a sequence or an array of them, a tensor: one that requires a gradient or sits on a GPU
+    too) as a float array, or a TypeError naming ``name``: text, which numpy would parse ("4" as 4.0), booleans and
+    complex numbers are refused."""
+    if isinstance(value, Tensor):
+        value = value.detach().cpu()
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError, RuntimeError) as err:  # a ragged nesting, a list of tensors needing a gradient
+        raise TypeError(f"{name} must be a number or an array of numbers: {err}") from None
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a number or an array of real numbers, got {array.dtype} values: {value!r:.60}")
+    return array.astype(float)
 
 
 def matrix(name: str, value: object, dim: int) -> Tensor:

@@ -161,11 +161,9 @@ def method_style(label: str) -> dict:
 # ---- what the figures take -----------------------------------------------------------------------------------
 def _numbers(value: object) -> np.ndarray | None:
     """``value`` (an array, a tensor, a list of numbers) as a float array, or None when it is none of these."""
-    if isinstance(value, (str, bytes)):
-        return None
     try:
-        return np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value, dtype=float)
-    except (TypeError, ValueError, RuntimeError):
+        return checks.real_array("value", value)
+    except TypeError:
         return None
 
 

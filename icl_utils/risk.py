@@ -177,21 +177,6 @@ def query_risk(
     return mean, math.sqrt(max(total_sq / n_prompts - mean * mean, 0.0) / (n_prompts - 1))
 
 
-def _numbers(name: str, value: object) -> np.ndarray:
-    """``value`` (a number, a sequence or an array of them, a tensor: one that requires a gradient or sits on a GPU
-    too) as a float array, or a TypeError naming ``name``: text, which numpy would parse ("4" as 4.0), and complex
-    numbers are refused."""
-    if isinstance(value, Tensor):
-        value = value.detach().cpu()
-    try:
-        array = np.asarray(value)
-    except (TypeError, ValueError) as err:  # a ragged nesting
-        raise TypeError(f"{name} must be a number or an array of numbers: {err}") from None
-    if array.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be a number or an array of real numbers, got {array.dtype} values: {value!r:.60}")
-    return array.astype(float)
-
-
 def _log_log(ns: Sequence[float], risks: Sequence[float], said: str = "ns and risks") -> tuple[np.ndarray, np.ndarray]:
     """``(log n, log risk)`` of a curve, checked: two sequences of one length (at least 2), positive and finite,
     with at least two distinct ``n`` (a slope needs them); ``said`` names the two in the errors."""
@@ -199,7 +184,7 @@ def _log_log(ns: Sequence[float], risks: Sequence[float], said: str = "ns and ri
     for name, values in zip(names, (ns, risks)):
         if isinstance(values, (str, bytes)):
             raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__}")
-        arrays.append(_numbers(name, values))
+        arrays.append(checks.real_array(name, values))
     ns, risks = arrays
     if ns.shape != risks.shape or ns.ndim != 1 or len(ns) < 2:
         raise ValueError(
@@ -228,7 +213,7 @@ def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
     exponent over seeds."""
     if isinstance(xs, (str, bytes)) or not isinstance(xs, (Sequence, np.ndarray)):
         raise TypeError(f"xs must be a sequence of numbers, got {type(xs).__name__}")
-    ys = _numbers("ys", ys)
+    ys = checks.real_array("ys", ys)
     if ys.ndim != 2 or ys.shape[0] != len(xs) or ys.shape[1] == 0:
         raise ValueError(f"ys must have shape (len(xs), S) = ({len(xs)}, S) with S >= 1, got {ys.shape}")
     return np.array([_slope(xs, ys[:, r], "xs and ys") for r in range(ys.shape[1])])
@@ -305,7 +290,7 @@ def gamma_erm_risks(
 
 def _lengths(n: object) -> np.ndarray:
     """``n`` (a number or an array) as positive, finite context lengths."""
-    lengths = _numbers("n", n)
+    lengths = checks.real_array("n", n)
     if not (np.isfinite(lengths).all() and (lengths > 0).all()):
         raise ValueError(f"n must hold positive context lengths, got {n}")
     return lengths
@@ -378,7 +363,7 @@ def examples_needed(
     is at or below the floor. A NaN or a negative spread (a variance term) is refused: it would read as a sample
     complexity, "never reached" or negative."""
     try:
-        floor, spread = _numbers("floor", floor), _numbers("spread", spread)
+        floor, spread = checks.real_array("floor", floor), checks.real_array("spread", spread)
     except (TypeError, ValueError) as err:
         raise TypeError(f"floor and spread must be numbers or arrays of numbers: {err}") from None
     if floor.shape != spread.shape:
