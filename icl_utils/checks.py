@@ -102,6 +102,8 @@ def real_array(name: str, value: object) -> np.ndarray:
     too) as a float array, or a TypeError naming ``name``: text, which numpy would parse ("4" as 4.0), booleans and
     complex numbers are refused."""
     if isinstance(value, Tensor):
+        if value.device.type == "meta":
+            raise ValueError(f"{name} must hold values, but is on the meta device")
         value = value.detach().cpu()
     try:
         array = np.asarray(value)
@@ -138,6 +140,10 @@ def psd_matrix(name: str, value: object, dim: int) -> Tensor:
 
 def psd_sqrt(cov: Tensor) -> Tensor:
     """The symmetric square root of a PSD matrix (works for singular matrices too)."""
+    if not isinstance(cov, Tensor) or cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
+        raise ValueError(f"cov must be a square matrix (a tensor), got {type(cov).__name__}")
+    if not torch.allclose(cov, cov.T, rtol=1e-5, atol=1e-8 * float(cov.abs().max())):  # eigh reads one triangle
+        raise ValueError("cov must be symmetric (eigh would read one triangle of it)")
     evals, evecs = torch.linalg.eigh(cov)
     return evecs @ torch.diag(evals.clamp(min=0).sqrt()) @ evecs.T
 
@@ -172,13 +178,16 @@ def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> No
 def same_device(a: torch.device | str, b: torch.device | str) -> bool:
     """Whether two devices are one: ``cuda`` and ``cuda:0`` are, when device 0 is the current CUDA device."""
 
-    def resolved(dev: torch.device | str) -> torch.device:
-        dev = torch.device(dev)
+    def resolved(dev: torch.device | str, name: str) -> torch.device:
+        try:
+            dev = torch.device(dev)
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(f"{name} must be a device (a torch.device or a name such as 'cpu'): {err}") from None
         if dev.type == "cuda" and dev.index is None:
             return torch.device("cuda", torch.cuda.current_device())
         return dev
 
-    return resolved(a) == resolved(b)
+    return resolved(a, "a") == resolved(b, "b")
 
 
 @contextmanager
@@ -194,6 +203,8 @@ def nonfinite_allowed() -> Iterator[None]:
 
 def finite(name: str, value: Tensor) -> Tensor:
     """``value`` itself, or a ValueError naming it when it holds a NaN or an infinity (or no values: meta)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a tensor, got {type(value).__name__}")
     if value.device.type == "meta":
         raise ValueError(f"{name} must hold values, but is on the meta device")
     if not bool(finite_flag(value)):
@@ -260,6 +271,11 @@ def finite_losses(losses: Tensor, first_step: int) -> None:
     if not bool(finite.all()):
         bad = int((~finite).nonzero()[0, 0])
         value = losses[bad].item() if losses[bad].numel() == 1 else losses[bad].tolist()  # one model's: a number
+        if first_step + bad == 0:  # before any update: no step size is to blame
+            raise Diverged(
+                f"training loss was {value} at step 0, before any update: the starting point's loss is not finite "
+                "(check loss_fn and init, or the model and the task)"
+            )
         raise Diverged(f"training loss became {value} at step {first_step + bad}; lower lr or check the task")
 
 
@@ -267,6 +283,8 @@ def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> No
     """A ValueError with the estimated size when one tensor of ``values`` entries would exceed
     :data:`icl_utils.config.MAX_ELEMENTS` float32 values (in bytes: 2^30 int64 values are twice as many bytes),
     before torch tries (and a machine swaps for a minute) to allocate it."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
     size = values * dtype.itemsize
     if size > config.MAX_ELEMENTS * 4:
         raise ValueError(

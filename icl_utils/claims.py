@@ -192,6 +192,8 @@ class Ledger:
     def __post_init__(self):
         given, self.claims = list(self.claims), []
         for claim in given:
+            if any(c.id == getattr(claim, "id", None) for c in self.claims):
+                raise ValueError(f"claims must have distinct ids, but holds {claim.id!r} twice")
             self.add(claim)
 
     @checked
@@ -249,8 +251,9 @@ class Ledger:
         """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically. Write
         before :meth:`verify`: a ledger that fails is then on record as failing, not left as an older run."""
         folder = claims_dir() if folder is None else Path(folder)
-        if folder.exists() and not folder.is_dir():
-            raise ValueError(f"folder must be a folder, got the file {folder}")
+        file = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+        if file is not None:  # the folder, or one it would be made in, is a file
+            raise ValueError(f"folder must be a folder, but {file} is a file")
         return write_json(folder / f"{self.chapter}.json", self.record(), allow_nan=False)
 
     def table(self) -> str:
@@ -284,7 +287,10 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
         text = json.dumps(data, indent=2, allow_nan=allow_nan, default=_plain_json) + "\n"
     except (ValueError, TypeError) as err:  # a NaN with allow_nan=False, a value JSON has no type for
         raise type(err)(f"data must hold only what JSON holds: {err}") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a file where a folder of the path would be
+        raise ValueError(f"path must be in a folder, but a file stands in its way: {path}") from None
     # ".name.<pid>.<random>.tmp" (or ".name.<random>.tmp", from before pids): a file named "name.x" has its own
     mine = re.compile(rf"\.{re.escape(path.name)}\.(?:(\d+)\.)?\w+\.tmp")
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
@@ -509,6 +515,9 @@ def overview(chapters: list[str] | tuple[str, ...], ledgers: Mapping[str, dict])
             )
         for j, d in enumerate(record["claims"]):
             _claim_fields(f"ledgers[{chapter!r}]['claims'][{j}]", d, ("id", "statement", "value", "check"))
+        problems = record.get("problems") or []
+        if not isinstance(problems, (list, tuple)) or not all(isinstance(p, str) for p in problems):
+            raise TypeError(f"ledgers[{chapter!r}]['problems'] must be a list of str, got {problems!r:.60}")
         runs.append(f"| {link} | {record['mode']} | {record['device']} | {record['commit']} | {record['date']} |")
         if record.get("problems"):
             rows.append(f"| {link} | **the ledger fails**: {_cell('; '.join(record['problems']))} | | | |")

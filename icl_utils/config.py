@@ -144,6 +144,8 @@ def progress_bar(iterable: Iterable[T], *, desc: str, enabled: bool = True) -> t
         raise TypeError(f"iterable must be an iterable (a range, a list), got {type(iterable).__name__}")
     if not isinstance(enabled, (bool, np.bool_)):
         raise TypeError(f"enabled must be True or False, got {enabled!r}")
+    if not isinstance(desc, str):
+        raise TypeError(f"desc must be a str (the bar's label), got {type(desc).__name__}")
     return tqdm(iterable, desc=desc, disable=not (enabled and show_progress()), mininterval=1.0, leave=False)
 
 

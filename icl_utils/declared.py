@@ -111,6 +111,8 @@ def finite_flag(t: Tensor) -> Tensor:
     float dtype, one reduction to its smallest and largest values, to which a NaN propagates: on a large tensor far
     faster than ``isfinite``'s mask of every value (about 30x for 34 million values on the CPU); for other
     tensors (empty, integer, bool, complex, float8), ``isfinite``'s mask."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"t must be a tensor, got {type(t).__name__}")
     if t.device.type == "meta":  # a tensor without values has no finite value
         return torch.tensor(False)
     if t.numel() == 0 or t.dtype not in _REDUCIBLE:
@@ -439,6 +441,8 @@ def takes(fn: object, kinds: list, name: str) -> None:
     """A TypeError naming ``name`` unless the callable ``fn`` can be called with one positional argument of each
     of ``kinds`` (declared types, or words), before a loop calls it and fails at its first step. A callable whose
     signature Python cannot read (some builtins) passes."""
+    if not callable(fn):
+        raise TypeError(f"{name} must be a callable, got {type(fn).__name__}")
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -460,6 +464,8 @@ def checked(fn: F) -> F:
     must be ..., got ...", with the sizes that other arguments gave the tensor axes. NumPy scalars are taken as the
     Python numbers they hold, in tuples and lists too. Like every beartype and jaxtyping check, the checks are off
     under ``python -O`` and with ``JAXTYPING_DISABLE=1``."""
+    if not callable(fn):
+        raise TypeError(f"fn must be a function or a class, got {type(fn).__name__}")
     if isinstance(fn, type):  # a class (a dataclass): its __init__ checked against the fields' types
         fn.__init__ = checked(fn.__init__)
         return fn
@@ -495,6 +501,12 @@ def checked(fn: F) -> F:
                 said = ", ".join(f"{k}={v} from {arg}" for k, v, arg in axes)
                 error.args = (f"{error.args[0]} (axes so far: {said})",)
             raise error from None
+        except TypeError:
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError:  # a call Python itself refuses (a misspelt keyword): Python's own words, which name it
+                fn(*args, **kwargs)
+            raise
 
     return call
 

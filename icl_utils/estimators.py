@@ -48,7 +48,7 @@ def ridge(prompt: Prompt, lam: Positive) -> Tensor:
         w = torch.linalg.solve(gram, (x.transpose(1, 2) @ y[..., None]))[..., 0]
     except torch.linalg.LinAlgError as err:  # fewer examples than dimensions, and lam lost in rounding
         raise ValueError(f"lam = {lam} is too small for these prompts: X^T X + lam I is singular ({err})") from None
-    return _predict_linear(prompt, w)
+    return _finite(_predict_linear(prompt, w), f"prompt's values, with lam = {lam},")
 
 
 @checked
@@ -68,11 +68,13 @@ def bayes_linear_regression(
     minimum-norm least squares.
     """
     prompt = checks.prompt(prompt)
+    if noise_var == 0 or prompt.n_context <= prompt.dim:  # the kernel form holds an n x n matrix per prompt
+        checks.allocation("prompt's B x n x n kernels", prompt.batch_size * prompt.n_context**2, torch.float64)
     dev = prompt.x.device
     mean = prior_mean.double().to(dev)
     cov = checks.psd_matrix("prior_cov", prior_cov, prompt.dim).to(dev)
     if prompt.n_context == 0:
-        return _predict_linear(prompt, mean.expand(prompt.batch_size, -1))
+        return _finite(_predict_linear(prompt, mean.expand(prompt.batch_size, -1)), "prompt and prior_mean")
     x, y = prompt.x.double(), prompt.y.double()
     resid = y - x @ mean
     if noise_var > 0 and prompt.n_context > prompt.dim:
@@ -84,7 +86,7 @@ def bayes_linear_regression(
         gram = gram + noise_var * torch.eye(prompt.dim, dtype=x.dtype, device=dev)
         rhs = root @ (x.transpose(1, 2) @ resid[..., None])
         w = mean + (root @ torch.linalg.solve(gram, rhs))[..., 0]
-        return _predict_linear(prompt, w)
+        return _finite(_predict_linear(prompt, w), "prompt and prior_mean")
     kernel = x @ cov @ x.transpose(1, 2)
     if noise_var > 0:
         checks.warn_if_ill_conditioned("noise_var", noise_var, kernel.diagonal(dim1=1, dim2=2).sum(-1))
@@ -92,7 +94,7 @@ def bayes_linear_regression(
     solve = torch.linalg.solve if noise_var > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
     alpha = solve(kernel, resid[..., None])
     w = mean + ((cov @ x.transpose(1, 2)) @ alpha)[..., 0]
-    return _predict_linear(prompt, w)
+    return _finite(_predict_linear(prompt, w), "prompt and prior_mean")
 
 
 @checked
@@ -138,8 +140,14 @@ def one_step_gd(prompt: Prompt, lr: NonNegative) -> Tensor:
     prompt = checks.prompt(prompt)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
+    return _one_step_gd(prompt, lr, f"lr = {lr}")
+
+
+def _one_step_gd(prompt: Prompt, lr: float, said: str) -> Tensor:
+    """:func:`one_step_gd` on a checked prompt of at least one example; ``said`` names the arguments an overflow
+    is blamed on."""
     w = lr * (prompt.x.double() * prompt.y.double()[..., None]).mean(1)
-    return _finite(_predict_linear(prompt, w), f"lr = {lr}")
+    return _finite(_predict_linear(prompt, w), said)
 
 
 def _finite(pred: Tensor, arguments: str) -> Tensor:
@@ -224,7 +232,10 @@ def gd_plus_plus(
 
 def averaging(prompt: Prompt) -> Tensor:
     """Garg et al.'s averaging estimator ``w = (1/n) sum_i y_i x_i``: one GD step of size one."""
-    return one_step_gd(prompt, lr=1.0)
+    prompt = checks.prompt(prompt)
+    if prompt.n_context == 0:
+        return torch.zeros_like(prompt.y_query)
+    return _one_step_gd(prompt, 1.0, "prompt's values (their products x_i y_i x_query)")
 
 
 def prompt_mean(prompt: Prompt) -> Tensor:
@@ -233,7 +244,7 @@ def prompt_mean(prompt: Prompt) -> Tensor:
     prompt = checks.prompt(prompt)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
-    return prompt.y.mean(1)
+    return _finite(prompt.y.mean(1), f"prompt's labels (their sum in {prompt.y.dtype})")
 
 
 @checked
@@ -243,6 +254,8 @@ def nearest_neighbours(prompt: Prompt, k: Count = 3) -> Tensor:
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
     dist = (prompt.x - prompt.x_query[:, None, :]).square().sum(-1)
+    if checks.values_checked() and not bool(checks.finite_flag(dist)):  # inf distances make every neighbour tie
+        raise ValueError(f"prompt's squared distances to the query overflow {dist.dtype}: rescale the prompt")
     idx = dist.topk(min(k, prompt.n_context), dim=1, largest=False).indices
     return prompt.y.gather(1, idx).mean(1)
 
@@ -281,11 +294,13 @@ def kernel_ridge_fit(
     with the smallest leave-one-out error.
     """
     prompt = checks.prompt(prompt)
+    checks.allocation("prompt's n x n kernel per prompt", prompt.n_context**2, torch.float64)
     lams = tuple(float(lam) for lam in lams)
     if bandwidth is None:  # the typical distance between two inputs: over all coordinates, or along one
         bandwidths = (1.0 if additive else prompt.dim**0.5,)
     else:
-        bandwidths = tuple(float(h) for h in (bandwidth if isinstance(bandwidth, (tuple, list)) else (bandwidth,)))
+        many = isinstance(bandwidth, (tuple, list, np.ndarray, Tensor))
+        bandwidths = tuple(float(h) for h in (bandwidth if many else (bandwidth,)))
     x = prompt.x.double()
     offset = prompt.y.double().mean(1) if center and prompt.n_context > 0 else x.new_zeros(prompt.batch_size)
     if center:

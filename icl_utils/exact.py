@@ -200,9 +200,13 @@ def _moments(
         raise ValueError(f"features must map inputs (K, task.dim={task.dim}) to features: {err}") from err
     if not isinstance(phi, Tensor):
         raise TypeError(f"features must return a torch.Tensor, got {type(phi).__name__}")
+    if phi.is_complex() or not phi.is_floating_point():  # a complex one would lose its imaginary part below
+        raise TypeError(f"features must return real floating-point features, got {phi.dtype}")
     if not bool(checks.finite_flag(phi.detach())):
         raise ValueError("features must return finite values, but gave a NaN or an infinity on the quadrature nodes")
     phi = phi.double().cpu()
+    if phi.ndim == 2 and phi.shape[1] == 0:
+        raise ValueError("features must give at least one feature per input, got none")
     if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
         raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")
     k = nodes.shape[0]

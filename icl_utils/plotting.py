@@ -36,7 +36,6 @@ from icl_utils.checks import (
     Width,
     checked,
     declare,
-    describe,
     mapping_of,
     sequence_of,
 )
@@ -123,7 +122,9 @@ PALETTE = tuple(series_colors(6))
 
 
 # the labels of one axes' series (a list; one str would be read as its characters)
-Labels = declare(Sequence, lambda v: not isinstance(v, str), "a sequence of labels, not one str")
+Labels = declare(
+    Sequence | np.ndarray, lambda v: not isinstance(v, str) and np.ndim(v) == 1, "a sequence of labels, not one str"
+)
 
 
 @checked
@@ -143,7 +144,7 @@ RECURRING_STYLES = ("-", "--", ":", "-.")
 
 
 @checked
-def recurrences(labels: Sequence) -> list[int]:
+def recurrences(labels: Labels) -> list[int]:
     """For each label, how many earlier labels of one axes name the same method (0 for a series that is not one)."""
     methods = [method_color(str(label)) for label in labels]
     return [0 if m is None else methods[:i].count(m) for i, m in enumerate(methods)]
@@ -229,9 +230,27 @@ Trainings = mapping_of(
 Descents = mapping_of(GDHistory, "icl_utils.GDHistory")
 # (the tags keep the declarations apart: each has its own words)
 _ORDERED = Is[lambda v: v[0] < v[1]]
-Size2 = describe(Annotated[tuple[Positive, Positive], "size"], "a tuple", "a pair (width, height) of numbers > 0")
+Size2 = declare(
+    tuple | list, lambda v: len(v) == 2 and all(_number(w, 0) for w in v), "a pair (width, height) of numbers > 0"
+)
 Limits = declare(tuple | list, lambda v: _limits(v, None), "a pair (bottom < top) of finite numbers")
 LogLimits = declare(tuple | list, lambda v: _limits(v, 0), "a pair (bottom < top) of numbers > 0")
+
+
+def _fits(wanted: tuple, shape: tuple) -> bool:
+    """Whether ``shape`` is ``wanted``: a number is that size, a str any size, the same str the same size."""
+    named: dict[str, int] = {}
+    return len(wanted) == len(shape) and all(
+        named.setdefault(w, n) == n if isinstance(w, str) else w == n for w, n in zip(wanted, shape)
+    )
+
+
+def _mean_and_se(name: str, value: object, points: int) -> None:
+    """A ValueError or TypeError naming ``name`` unless ``value`` is ``(points, 2)`` means (> 0, a log axis) and
+    standard errors (>= 0: error bars)."""
+    array = _curve(f"{name} (mean and standard error)", value, (points, 2), log=True)
+    if (array[:, 1] < 0).any():
+        raise ValueError(f"{name} must hold standard errors >= 0 in its second column, got {array[:, 1].tolist()}")
 
 
 def _curve(name: str, value: object, *shapes: tuple, finite: bool = True, log: bool = False) -> np.ndarray:
@@ -241,9 +260,7 @@ def _curve(name: str, value: object, *shapes: tuple, finite: bool = True, log: b
     array = _numbers(value)
     if array is None:
         raise TypeError(f"{name} must be an array of real numbers, got {type(value).__name__}")
-    if not any(
-        len(s) == array.ndim and all(isinstance(w, str) or w == n for w, n in zip(s, array.shape)) for s in shapes
-    ):
+    if not any(_fits(s, array.shape) for s in shapes):
         wanted = " or ".join(f"({', '.join(map(str, s))}{',' * (len(s) == 1)})" for s in shapes)
         raise ValueError(f"{name} must have shape {wanted}, got {array.shape}")
     drawn = np.isfinite(array) & (array > 0 if log else True)
@@ -604,7 +621,11 @@ def plot_error_curves(
 REFERENCE_STYLES = ("--", ":", "-.")
 
 
-def _reference_lines(ax: Axes, reference: Mapping[str, float] | None) -> None:
+def _reference_lines(ax: Axes, reference: Mapping[str, float] | None, log: bool = False) -> None:
+    """``reference``'s levels as horizontal lines; on a ``log`` axis each must be > 0, which it can show."""
+    for name, value in (reference or {}).items():
+        if log and value <= 0:
+            raise ValueError(f"reference[{name!r}] must be > 0 on a log axis, got {value}")
     for (name, value), style in zip((reference or {}).items(), itertools.cycle(REFERENCE_STYLES)):
         ax.axhline(value, linestyle=style, color=method_color(name) or "0.5", linewidth=1.2, label=name)
 
@@ -643,7 +664,7 @@ def plot_training_loss(
         for i, line in enumerate(lines):
             line.set_color(shade(color, i, len(lines)))
         lines[0].set_label(label)
-    _reference_lines(ax, reference)
+    _reference_lines(ax, reference, log=True)
     ax.set_xlabel("training step")
     ax.set_ylabel(f"training loss ({window}-step average)")
     log_y(ax)
@@ -656,7 +677,7 @@ AxesList = sequence_of(Axes, "matplotlib Axes", base=_ARRAY, empty=True)
 
 
 @checked
-def plot_attention_heatmaps(attn: Listed, titles: Sequence[str], *, axes: AxesList) -> None:
+def plot_attention_heatmaps(attn: Listed | np.ndarray, titles: Labels, *, axes: AxesList) -> None:
     """One ``K x K`` heatmap per training time: row ``k`` is the attention a query on ``v_k`` pays to each
     feature (expected over contexts), on a shared 0-1 colour scale with one colour bar."""
     if len(attn) != len(titles) or len(attn) != len(axes):
@@ -694,6 +715,7 @@ def plot_lines(
         raise ValueError("steps must be > 0 on a log axis (logx=True)")
     # drawn as checked: float arrays (a tensor that requires a gradient too)
     series = {n: _curve(f"series[{n!r}]", v, (len(steps),), (len(steps), "S"), log=logy) for n, v in series.items()}
+    steps = _numbers(steps)  # a tensor that requires a gradient, read
     for name, style in (styles or {}).items():
         if name not in series:  # a typo would leave the line in its default style, unnoticed
             raise ValueError(f"styles must be keyed by names of series, got {name!r} (series: {list(series)})")
@@ -812,7 +834,7 @@ def plot_rate_curves(ns: LogGrid, curves: Named, *, oracle: Mapping, oracle_n: L
         raise ValueError("curves and oracle must have the same smoothness levels")
     for s, curve in curves.items():
         _curve(f"curves[{s!r}]", curve, (len(ns),), log=True)
-        _curve(f"oracle[{s!r}] (mean and standard error)", oracle[s], (len(oracle_n), 2), log=True)
+        _mean_and_se(f"oracle[{s!r}]", oracle[s], len(oracle_n))
     fig, axes = plt.subplots(1, len(curves), figsize=_size(11, 3.8), sharey=True, squeeze=False)
     axes = axes[0]
     ns = np.asarray(ns, dtype=float)
@@ -955,7 +977,7 @@ def plot_learner_comparison(ns: LogGrid, panels: LearnerPanels) -> Figure:
     for title, pair in panels.items():
         _seed_curves(f"panels[{title!r}][0]", ns, pair[0])
         for name, v in pair[1].items():
-            _curve(f"panels[{title!r}][1][{name!r}] (mean and standard error)", v, (len(ns), 2), log=True)
+            _mean_and_se(f"panels[{title!r}][1][{name!r}]", v, len(ns))
     ns = np.asarray(ns, dtype=float)
     fig, axes = plt.subplots(1, len(panels), figsize=_size(3.4 * len(panels), 4.2), sharey=True, squeeze=False)
     for ax, (title, (exact, monte_carlo)) in zip(axes[0], panels.items()):
@@ -1044,8 +1066,9 @@ def _losses(where: str, steps: Sequence, losses: Mapping) -> None:
 
 def _escapes(where: str, escapes: Mapping, size: int | str) -> None:
     for name, values in escapes.items():  # a step, or inf (not within the run); NaN is neither
-        if np.isnan(_curve(f"{where}[{name!r}]", values, (size,), finite=False)).any():
-            raise ValueError(f"{where}[{name!r}] must hold steps or inf (never escaped), not NaN")
+        steps = _curve(f"{where}[{name!r}]", values, (size,), finite=False)
+        if np.isnan(steps).any() or steps.size == 0:
+            raise ValueError(f"{where}[{name!r}] must hold one or more steps or inf (never escaped), not NaN")
 
 
 @checked
@@ -1273,7 +1296,7 @@ def plot_floor_by_width(
     for (name, values), color in zip(floors.items(), colors_for(list(floors))):
         values = np.asarray(values, dtype=float)
         _seed_band(ax, widths, values, color=color, label=name)
-    _reference_lines(ax, reference)
+    _reference_lines(ax, reference, log=True)
     for (name, (width, value)), marker in zip((points or {}).items(), itertools.cycle("D^s")):
         ax.plot([width], [value], marker=marker, color=method_color(name) or "k", linestyle="none", label=name)
     ax.set_xscale("log", base=2)
@@ -1318,7 +1341,7 @@ def plot_risk_against_examples(
         raise ValueError(f"prompt_free must give the prompt-free risk of every rank drawn, missing {sorted(missing)}")
     for name, curves in baselines.items():
         if set(curves) - set(by_dim) or not all(_holds_pair(p) for p in curves.values()):
-            raise ValueError(f"baseline {name!r} must map dimensions of by_dim to (ns, risks) of one length")
+            raise ValueError(f"baselines[{name!r}] must map dimensions of by_dim to (ns, risks) of one length")
         for d, (b_ns, b_risks) in curves.items():
             _curve(f"baselines[{name!r}][{d!r}] (risks)", b_risks, (len(b_ns),), log=True)
     # one above the other: the first panel's legend (every dimension and learner) needs the column's width
@@ -1669,6 +1692,10 @@ def plot_risk_ratios_against_n(
     missing = [(snr, m) for snr in snrs for m in ns if not _holds(ratios.get((snr, m)), *linestyles)]
     if missing:
         raise ValueError(f"ratios must give every method of {list(linestyles)} at every (snr, n), missing {missing}")
+    for key in ((snr, m) for snr in snrs for m in ns):
+        for method in linestyles:
+            if not _number(ratios[key][method], 0):
+                raise ValueError(f"ratios[{key}][{method!r}] must be a finite number > 0, got {ratios[key][method]!r}")
     if ax is None:
         _, ax = plt.subplots(figsize=_size(8, 4.5))
     ns = np.asarray(ns)
@@ -1798,6 +1825,8 @@ def plot_phase_weights(
     K = _curve("w", w, (len(steps), "K", "K")).shape[1]
     if max(feature, other) >= K:
         raise ValueError(f"feature and other must be < K = {K}, got {feature} and {other}")
+    if other in (0, feature):  # B_{k,1} is drawn already, and B_{k,k} is A_k
+        raise ValueError(f"other must be neither 0 (the dominant feature) nor feature = {feature}, got {other}")
     steps, w = np.asarray(steps), np.asarray(w)
     k, m = feature, other
     fig, ax = plt.subplots(figsize=_size(8, 4.2))
@@ -1876,10 +1905,11 @@ def plot_convergence_times(panels: ConvergencePanels) -> Figure:
 SpeedResults = sequence_of(
     lambda r: (
         _holds(r, "device", "config", "rows", "ensembles")
-        and all(_holds(row, "name", "prompts_per_s") for row in r["rows"])
-        and all(_holds(e, "name", "models", "time_ratio") for e in r["ensembles"])
+        and all(_holds(row, "name", "prompts_per_s") and _number(row["prompts_per_s"], 0) for row in r["rows"])
+        and all(_holds(e, "name", "models", "time_ratio") and _number(e["time_ratio"], 0) for e in r["ensembles"])
     ),
-    "results files, mappings with device, config, rows (each with name and prompts_per_s) and ensembles",
+    "results files, mappings with device, config, rows (each with name and prompts_per_s > 0) and ensembles (each"
+    " with time_ratio > 0)",
 )
 
 

@@ -343,7 +343,10 @@ class RiskTerms:
 
     def standard_error(self, n: object) -> np.ndarray:
         """The standard error of :meth:`risk` over the tasks, at every ``n``."""
-        n = np.atleast_1d(_lengths(n))
+        n = _lengths(n)
+        if n.ndim > 1:  # a second axis would broadcast into the tasks'
+            raise ValueError(f"n must be a number or a 1-D array of context lengths, got shape {n.shape}")
+        n = np.atleast_1d(n)
         per_task = self.floors[None, :] + self.spreads[None, :] / n[:, None]
         return per_task.std(axis=1, ddof=1) / math.sqrt(self.floors.size)
 
@@ -393,6 +396,8 @@ def attention_risk_terms(
     ``G = E f f^T`` from ``2^16`` further inputs. The query's label is a context label of the same task (the
     same distribution, noise included).
     """
+    if getattr(model, "dim", task.dim) != task.dim:
+        raise ValueError(f"task must have the model's input dimension {model.dim}, got task.dim = {task.dim}")
     m = model.gamma.shape[0]
     chunk_size = config.prompts_per_chunk(n_points * (m + task.dim)) if chunk_size is None else chunk_size
     with evaluating(model):
@@ -450,6 +455,8 @@ def held_out_errors(
             f"fit(prompt) must predict shape ({n_prompts}, {n_queries}) from the queries, got "
             f"{tuple(preds.shape) if isinstance(preds, Tensor) else type(preds).__name__}"
         )
+    if checks.values_checked() and not bool(checks.finite_flag(preds.detach())):
+        raise ValueError("fit(prompt) must predict finite values, got a NaN or an infinity")
     return (preds.double() - ys[:, n:].double()).square().mean(1).cpu().numpy()
 
 
@@ -580,7 +587,8 @@ def exponent_difference(
     as ``+inf``, one of ``second`` as ``-inf``, and one that cannot be measured makes the interval nan: a claim
     that ``first`` grows faster fails unless both are measured or ``first`` alone grows without bound."""
     (xs_a, reps_a, needed_a), (xs_b, reps_b, needed_b) = first, second
-    groups_a, groups_b = _replicate_groups(xs_a, reps_a, needed_a), _replicate_groups(xs_b, reps_b, needed_b)
+    groups_a = _replicate_groups(xs_a, reps_a, needed_a, "first's replicates")
+    groups_b = _replicate_groups(xs_b, reps_b, needed_b, "second's replicates")
     k = len(groups_a)
 
     def gap(*g: np.ndarray) -> float:
@@ -595,14 +603,18 @@ def exponent_difference(
 
 @checked
 def _replicate_groups(
-    xs: ProblemSizes, replicates: Sequence[np.ndarray], needed: Callable[[np.ndarray], float]
+    xs: ProblemSizes, replicates: Sequence[np.ndarray], needed: Callable[[np.ndarray], float], said: str = "replicates"
 ) -> list[np.ndarray]:
-    """``replicates`` as arrays, one per size in ``xs`` (at least two distinct), checked, with ``needed``."""
+    """``replicates`` as arrays, one per size in ``xs`` (at least two distinct), each of at least 2 replicates along
+    its first axis, checked, with ``needed``; ``said`` names the replicates in the errors."""
     if len(set(np.asarray(xs, dtype=float).tolist())) < 2:
         raise ValueError(f"xs must hold at least two distinct sizes to fit an exponent, got {list(xs)}")
     groups = [np.asarray(r) for r in replicates]
     if len(groups) != len(list(xs)) or len(groups) < 2:
         raise ValueError(
-            f"replicates must hold one array per size in xs (at least 2), got {len(groups)} for {len(list(xs))} sizes"
+            f"{said} must hold one array per size in xs (at least 2), got {len(groups)} for {len(list(xs))} sizes"
         )
+    for i, g in enumerate(groups):
+        if g.ndim < 1 or len(g) < 2:  # a bootstrap resamples at least two
+            raise ValueError(f"{said}[{i}] must hold at least 2 replicates along its first axis, got shape {g.shape}")
     return groups

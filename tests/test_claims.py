@@ -113,7 +113,7 @@ def test_a_ledger_refuses_duplicates_and_bad_names():
         Ledger("notebooks/00_x.md")
     with pytest.raises(LedgerError, match="holds no claim"):
         Ledger("00_x").verify()
-    with pytest.raises(ValueError, match="already holds"):  # the constructor adds through add()
+    with pytest.raises(ValueError, match="claims must have distinct ids, but holds 'rate' twice"):
         Ledger("00_x", [claim(), claim()])
     with pytest.raises(TypeError, match="claim must be a Claim"):
         Ledger("00_x", ["rate"])

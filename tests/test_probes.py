@@ -12,11 +12,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 
-from icl_utils import claims, config, exact, plotting, risk
+from icl_utils import checks, claims, config, exact, plotting, risk
 from icl_utils import estimators as est
 from icl_utils.dynamics import gd_beta
 from icl_utils.dynamics import mean_field as mf
@@ -381,7 +382,7 @@ case(
 case("imbalanced_probs one feature", r"n_features must be in \[2, ", lambda: imbalanced_probs(1, 0.5))
 case("imbalanced_probs dominant 1", "dominant must be in", lambda: imbalanced_probs(3, 1.0))
 case("TeacherFeatures rank > k", "rank must be at most k", lambda: TeacherFeatures(dim=2, k=2, rank=3))
-case("TeacherFeatures scale 0", "scale must be > 0", lambda: TeacherFeatures(dim=2, k=2, scale=0.0))
+case("TeacherFeatures scale 0", r"scale must be in \(0, ", lambda: TeacherFeatures(dim=2, k=2, scale=0.0))
 case("TeacherFeatures n_whiten 1", r"n_whiten must be in \[2, ", lambda: TeacherFeatures(dim=2, k=2, n_whiten=1))
 case(
     "TeacherFeatures.features wrong width",
@@ -1117,7 +1118,7 @@ case(
 )
 case(
     "mf.gp_perturbation bandwidth 0",
-    "bandwidth must be > 0",
+    "bandwidth must be a real number, between 1e-150",
     lambda: mf.gp_perturbation(torch.zeros(4, 4), gen(), 0.1, 0.0),
 )
 case(
@@ -1127,7 +1128,7 @@ case(
 )
 case(
     "mf.BirthDeathPerturbation bandwidth 0",
-    "bandwidth must be > 0",
+    "bandwidth must be a real number, between 1e-150",
     lambda: mf.BirthDeathPerturbation(lambda p: p.sum(), lambda c: torch.zeros(c, 4), gen(), bandwidth=0.0),
 )
 case(
@@ -2684,6 +2685,280 @@ def _nan_model() -> LTB:
     return model
 
 
+# --- a fourth campaign: internal helpers, outputs that overflow, sizes that allocate, records and plots ------------
+PART = torch.randn(4, 5, generator=gen())  # four neurons, k = 2 of d = 2
+CLAIM = claims.Claim(
+    id="a",
+    statement="s",
+    source="Thm 1",
+    value=0.5,
+    check=claims.Check("<", 1.0, "separator", "fixed before the run"),
+    controls=(claims.Control("untrained model", 2.0),),
+)
+A_FILE = Path(tempfile.mkdtemp()) / "afile"
+A_FILE.write_text("")
+case("progress_bar desc an int", "desc must be a str", lambda: config.progress_bar(range(3), desc=5))
+case(
+    "checks.psd_sqrt not symmetric",
+    "cov must be symmetric",
+    lambda: checks.psd_sqrt(torch.tensor([[1.0, 2.0], [0.0, 1.0]])),
+)
+case("checks.finite of a list", "v must be a tensor", lambda: checks.finite("v", [1.0, NAN]))
+case(
+    "checks.allocation dtype a str", "dtype must be a torch.dtype", lambda: checks.allocation("n", 10, dtype="float32")
+)
+case("checks.same_device 'gpu'", "b must be a device", lambda: checks.same_device("cpu", "gpu"))
+case("checks.finite_flag of a list", "t must be a tensor", lambda: checks.finite_flag([1.0, 2.0]))
+case("checks.takes of an int", "fn must be a callable", lambda: checks.takes(3, [int], "fn"))
+case("checks.checked of an int", "fn must be a function or a class", lambda: checks.checked(3))
+case(
+    "a misspelt keyword",
+    "ridge\\(\\) got an unexpected keyword argument 'lamda'",
+    lambda: est.ridge(prompt(), lamda=1.0),
+)
+case(
+    "checks.real_array meta",
+    "floor must hold values",
+    lambda: risk.examples_needed(torch.tensor([0.1], device="meta"), torch.tensor([1.0]), 0.5),
+)
+_P64 = prompt(dtype=torch.float64)
+HUGE_PROMPT = Prompt(_P64.x * 1e200, _P64.y, _P64.x_query * 1e200, _P64.y_query)
+case("ridge overflowing predictions", "prompt's values, with lam", lambda: est.ridge(HUGE_PROMPT, 1.0))
+case(
+    "bayes overflowing predictions",
+    "prompt and prior_mean",
+    lambda: est.bayes_linear_regression(HUGE_PROMPT, torch.zeros(2), torch.eye(2), 0.1),
+)
+case(
+    "bayes prior_mean 1e300",
+    "prompt and prior_mean",
+    lambda: est.bayes_linear_regression(prompt(), torch.full((2,), 1e300, dtype=torch.float64), torch.eye(2), 0.1),
+)
+case(
+    "averaging overflow blames the prompt",
+    "prompt's values",
+    lambda: est.averaging(Prompt(prompt().x * 1e25, prompt().y * 1e25, prompt().x_query * 1e25, prompt().y_query)),
+)
+case(
+    "prompt_mean overflow",
+    "prompt's labels",
+    lambda: est.prompt_mean(Prompt(prompt().x, torch.full((3, 4), 3e38), prompt().x_query, prompt().y_query)),
+)
+case(
+    "nearest_neighbours distances overflow",
+    "prompt's squared distances",
+    lambda: est.nearest_neighbours(
+        Prompt(prompt().x * 1e20, prompt().y, prompt().x_query * 1e20, prompt().y_query), k=1
+    ),
+)
+case(
+    "kernel_ridge an n x n kernel too large",
+    "prompt's n x n kernel",
+    lambda: est.kernel_ridge(prompt(batch=1, n=40_000, d=1)),
+)
+case(
+    "bayes an n x n kernel too large",
+    "prompt's B x n x n kernels",
+    lambda: est.bayes_linear_regression(prompt(batch=1, n=40_000, d=1), torch.zeros(1), torch.eye(1), 0.0),
+)
+case(
+    "AttentionMoments complex features",
+    "features must return real floating-point features",
+    lambda: exact.AttentionMoments.of(lambda x: torch.ones(len(x), 3, dtype=torch.complex64), NP_TASK),
+)
+case(
+    "attention_gamma no features",
+    "features must give at least one feature",
+    lambda: exact.attention_gamma(lambda x: x[:, :0], NP_TASK, 4),
+)
+case(
+    "FixedFeatureAttention complex features",
+    "features must give real features",
+    lambda: FixedFeatureAttention(lambda x: torch.zeros(len(x), 2, dtype=torch.complex64), dim=2, n_features=2),
+)
+case(
+    "ConvergenceTimes eps a str",
+    "eps must be a numpy array",
+    lambda: sa.ConvergenceTimes(eps="0.1", first=None, rest=None, concentration=None),
+)
+case(
+    "sa.bound_terms shapes apart",
+    "n_features and eps must broadcast",
+    lambda: sa.bound_terms(np.array([2.0, 4.0]), np.array([0.1, 0.2, 0.3]), 1.0),
+)
+case(
+    "sa.CalibratedBound n_fit past the K",
+    "n_fit must be at least 1 and below",
+    lambda: sa.CalibratedBound(a=1.0, b=1.0, bound=np.ones(3), ratio=np.ones(3), allowance=0.1, n_fit=5),
+)
+case(
+    "sa.per_feature_loss logits too large",
+    "counts' samples x K x K",
+    lambda: sa.per_feature_loss(
+        torch.zeros(2048, 2048, dtype=torch.float64), torch.ones(1000, 2048, dtype=torch.float64)
+    ),
+)
+case(
+    "mf.gp_perturbation bandwidth 1e-300",
+    "bandwidth must be a real number, between",
+    lambda: mf.gp_perturbation(PART, gen(), 0.1, 1e-300),
+)
+case(
+    "mf.gp_perturbation M x M too large",
+    "particles' M x M kernel",
+    lambda: mf.gp_perturbation(torch.zeros(50_000, 5), gen(), 0.1, 1.0),
+)
+case(
+    "mf.MeanFieldRun particles a str",
+    "particles must be a tensor",
+    lambda: mf.MeanFieldRun(
+        particles="x", gamma=None, history=GDHistory(np.arange(2), {"loss": np.ones(2)}), events=[]
+    ),
+)
+case(
+    "mf.critical_point NaN targets",
+    "targets must be",
+    lambda: mf.critical_point(PART, torch.full((10, 2), NAN), torch.zeros(10, 2), max_iter=5, newton_steps=1),
+)
+case(
+    "mf.BirthDeathPerturbation reference per student",
+    "reference must hold one loss per student",
+    lambda: mf.BirthDeathPerturbation(
+        lambda p: p.sum((-1, -2)),
+        lambda c: torch.zeros(c, 5),
+        gen(),
+        patience=1,
+        tolerance=0.5,
+        reference=torch.ones(3),
+    )(0, torch.randn(2, 4, 5)),
+)
+case(
+    "TeacherFeatures scale 1e300",
+    "scale must be in",
+    lambda: TeacherFeatures(dim=2, k=2, width=4, n_whiten=64, scale=1e300),
+)
+case(
+    "held_out_errors NaN predictions",
+    "fit\\(prompt\\) must predict finite values",
+    lambda: risk.held_out_errors(
+        lambda p: lambda x: torch.full(x.shape[:2], NAN), LinearRegression(dim=2), 3, 4, 5, gen()
+    ),
+)
+case(
+    "RiskTerms.standard_error n of two axes",
+    "n must be a number or a 1-D array",
+    lambda: risk.RiskTerms(np.array([1.0, 2.0]), np.array([1.0, 3.0]), np.array([1.0, 2.0])).standard_error(
+        np.ones((2, 2))
+    ),
+)
+case(
+    "scaling_exponent one replicate",
+    "replicates\\[0\\] must hold at least 2 replicates",
+    lambda: risk.scaling_exponent([1, 2], [np.ones(1), np.ones(3)], lambda r: float(r.mean()), reps=10),
+)
+case(
+    "exponent_difference one replicate in first",
+    "first's replicates\\[0\\]",
+    lambda: risk.exponent_difference(
+        ([1, 2], [np.ones(1), np.ones(3)], lambda r: 1.0), ([1, 2], [np.ones(3), np.ones(3)], lambda r: 1.0), reps=10
+    ),
+)
+case(
+    "attention_risk_terms task of another dim",
+    "task must have the model's input dimension",
+    lambda: risk.attention_risk_terms(
+        FeatureAttention(2, 4, generator=gen()), SingleIndexTasks(dim=3, subspace_dim=1), 2, 2, gen()
+    ),
+)
+case(
+    "plot_attention_heatmaps titles a str",
+    "titles must be",
+    lambda: plotting.plot_attention_heatmaps([np.eye(2), np.eye(2)], "ab", axes=list(plt.subplots(1, 2)[1])),
+)
+case(
+    "plot_attention_heatmaps not square",
+    "attn\\[0\\] must have shape",
+    lambda: plotting.plot_attention_heatmaps([np.zeros((2, 3))], ["a"], axes=[plt.subplots()[1]]),
+)
+case(
+    "plot_attention_snapshots not square",
+    "attn must have shape",
+    lambda: plotting.plot_attention_snapshots([0, 1, 2], np.zeros((3, 2, 3)), at=[1]),
+)
+case("recurrences of one str", "labels must be", lambda: plotting.recurrences("lsa"))
+case(
+    "plot_floor_by_width reference 0",
+    "reference\\['floor'\\] must be > 0",
+    lambda: plotting.plot_floor_by_width([1, 2], {"a": np.ones((3, 2))}, reference={"floor": 0.0}),
+)
+case(
+    "plot_training_loss reference -1",
+    "reference\\['floor'\\] must be > 0",
+    lambda: plotting.plot_training_loss({"a": TrainHistory(np.ones(5), 1.0)}, reference={"floor": -1.0}),
+)
+case(
+    "plot_phase_weights other = feature",
+    "other must be neither 0",
+    lambda: plotting.plot_phase_weights([0, 1, 2, 3], np.zeros((4, 3, 3)), feature=1, other=1, boundaries=[1, 2, 3]),
+)
+case(
+    "plot_escape_by_variant an empty list",
+    "escapes\\['a'\\] must hold one or more",
+    lambda: plotting.plot_escape_by_variant({"a": []}, steps=10),
+)
+case(
+    "plot_rate_curves negative standard error",
+    "oracle\\[1.0\\] must hold standard errors >= 0",
+    lambda: plotting.plot_rate_curves(
+        [2, 4], {1.0: [0.1, 0.05]}, oracle={1.0: np.array([[0.1, -0.01], [0.05, 0.01]])}, oracle_n=[2, 4]
+    ),
+)
+case(
+    "plot_training_speed negative speed",
+    "results must be",
+    lambda: plotting.plot_training_speed(
+        [{"device": "cpu", "config": "q", "rows": [{"name": "a", "prompts_per_s": -5.0}], "ensembles": []}]
+    ),
+)
+case(
+    "plot_risk_ratios_against_n a str ratio",
+    "ratios\\[\\(1.0, 2\\)\\]\\['GD-β'\\]",
+    lambda: plotting.plot_risk_ratios_against_n(
+        [2, 4], {(1.0, n): {"GD-β": "x" if n == 2 else 1.0, "GD-0": 1.0, "GD++": 1.0} for n in (2, 4)}, snrs=[1.0]
+    ),
+)
+case("Ledger duplicate claims", "claims must have distinct ids", lambda: claims.Ledger("00_x", [CLAIM, CLAIM]))
+case(
+    "overview problems a str",
+    "ledgers\\['00_x'\\]\\['problems'\\] must be a list of str",
+    lambda: claims.overview(
+        ["00_x"],
+        {"00_x": {"mode": "quick", "device": "cpu", "commit": "c", "date": "d", "claims": [], "problems": "broken"}},
+    ),
+)
+case(
+    "Ledger.write under a file",
+    "folder must be a folder",
+    lambda: claims.Ledger("00_x", [CLAIM]).write(folder=A_FILE / "sub"),
+)
+case("write_json under a file", "path must be in a folder", lambda: claims.write_json(A_FILE / "x.json", {"a": 1}))
+case(
+    "NonparametricTasks index table too large",
+    "n_basis \\* dim",
+    lambda: NonparametricTasks(dim=16384, smoothness=1.0, n_basis=65536),
+)
+case(
+    "GPTConfig parameters too many",
+    "the blocks' parameters",
+    lambda: GPTConfig(n_dims=4, n_context=1, n_embd=16384, n_layer=1024, n_head=1),
+)
+case(
+    "gradient_descent NaN at the start",
+    "check loss_fn and init",
+    lambda: gradient_descent(lambda t: (t * NAN).sum(), torch.ones(2), steps=3, lr=0.1, progress=False),
+)
+
+
 @pytest.mark.parametrize("id, pattern, call", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_a_named_error(id, pattern, call):
     with pytest.raises((ValueError, TypeError), match=pattern):
@@ -2716,6 +2991,25 @@ VALID = {
         np.arange(3), {"a": torch.ones(3, requires_grad=True)}
     ),
     "swap_contexts a shift past 2^64": lambda: swap_contexts(prompt(), 10**30),
+    "kernel_ridge bandwidths a numpy array": lambda: est.kernel_ridge(prompt(), bandwidth=np.array([0.5, 1.0])),
+    "convergence_times a numpy int context length": lambda: sa.convergence_times(
+        [(torch.tensor([0.5, 0.5]), np.int64(3))],
+        eps=[0.4],
+        steps=2,
+        lr=0.1,
+        n_samples=4,
+        n_seeds=1,
+        generator=gen(),
+        quantile=None,
+    ),
+    "plot_lines steps that require a gradient": lambda: plotting.plot_lines(
+        torch.arange(3.0, requires_grad=True), {"a": torch.ones(3, requires_grad=True)}
+    ),
+    "figsize a list": lambda: plotting.plot_error_panels({"a": {"b": torch.rand(4, 5) + 0.1}}, figsize=[12, 4]),
+    "colors_for a numpy array of labels": lambda: plotting.colors_for(np.array(["lsa", "ridge"])),
+    "plot_attention_heatmaps a 3-D array": lambda: plotting.plot_attention_heatmaps(
+        np.stack([np.eye(2), np.eye(2)]), ["a", "b"], axes=plt.subplots(1, 2)[1]
+    ),
 }
 
 

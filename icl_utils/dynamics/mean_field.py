@@ -71,6 +71,10 @@ Inputs = Annotated[Float[Tensor, "*#S K d"], Rows, Finite]
 Features = Annotated[Float[Tensor, "*#S K ko"], Rows, Finite]
 Gamma = Annotated[Float[Tensor, "*#S k k"], Finite]
 # inputs read with a given Gamma: of width d = p - k - 1, with the particles' p and Gamma's k
+# a kernel's width, whose square the kernel divides by: a float64 (1e-200 squared is 0, and every entry NaN)
+Bandwidth = Annotated[
+    float, checks.says(Is[lambda b: not isinstance(b, bool) and 1e-150 < b < 1e150], "between 1e-150 and 1e150")
+]
 GammaInputs = Annotated[Float[Tensor, "*#S K p-k-1"], Rows, Finite]
 
 
@@ -325,8 +329,8 @@ def potential_hessians(
 @checked
 def critical_point(
     init: Annotated[Float[Tensor, "M p"], checks.Finite],
-    targets: Float[Tensor, "K ko"],
-    x: Float[Tensor, "K d"],
+    targets: Annotated[Float[Tensor, "K ko"], checks.Finite],
+    x: Annotated[Float[Tensor, "K d"], checks.Finite],
     *,
     max_iter: Steps = 500,
     newton_steps: Steps = 20,
@@ -405,11 +409,12 @@ def gp_perturbation(
     particles: Annotated[Float[Tensor, "M p"], checks.Finite],
     generator: torch.Generator,
     size: checks.PositiveScale,
-    bandwidth: Positive,
+    bandwidth: Bandwidth,
 ) -> Tensor:
     """A displacement of every particle drawn from a vector-valued Gaussian process ``xi ~ GP(0, K(theta, theta') I)``
     with the Gaussian kernel of ``bandwidth``, evaluated at the particles: nearby particles move together, as a
     smooth velocity field on parameter space would move them (the paper's Definition E.8). Scaled by ``size``."""
+    checks.allocation("particles' M x M kernel", particles.shape[0] ** 2, torch.float64)
     p = particles.detach().double()
     kernel = torch.exp(-torch.cdist(p, p).square() / (2 * bandwidth**2))
     # The symmetric square root, not a Cholesky factor with jitter: coincident particles have equal rows of the
@@ -442,7 +447,7 @@ class BirthDeathPerturbation:
     threshold: NonNegative = 0.01
     fraction: Probability = 0.05
     size: Positive = 0.1
-    bandwidth: Positive = 1.0
+    bandwidth: Bandwidth = 1.0
     tolerance: NonNegative = 0.0
     birth_death: bool = True
     perturbation: bool = True
@@ -466,6 +471,10 @@ class BirthDeathPerturbation:
             if self.reference is None:
                 self.reference = current
             self.reference = np.atleast_1d(torch.as_tensor(self.reference).detach().cpu().numpy())
+            if self.reference.shape not in ((1,), current.shape):
+                raise ValueError(
+                    f"reference must hold one loss per student ({current.shape[0]}), got shape {self.reference.shape}"
+                )
         if (step + 1) % self.patience:
             return
         current = self._losses(particles)
@@ -597,6 +606,10 @@ class MeanFieldRun:
     events: list[tuple[int, int]]
 
     def __post_init__(self) -> None:
+        if not isinstance(self.particles, Tensor):
+            raise TypeError(f"particles must be a tensor, got {type(self.particles).__name__}")
+        if self.gamma is not None and not isinstance(self.gamma, Tensor):
+            raise TypeError(f"gamma must be a tensor or None, got {type(self.gamma).__name__}")
         if not isinstance(self.history, GDHistory) or "loss" not in self.history.records:
             raise ValueError("history must be a GDHistory that recorded 'loss', as run_gradient_descent's does")
 

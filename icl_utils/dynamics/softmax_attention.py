@@ -116,6 +116,7 @@ def _feature_attention(w: Tensor, counts: Tensor) -> Tensor:
     """:func:`feature_attention` on checked arguments (the training loop's)."""
     if not counts.is_floating_point():
         counts = counts.to(w.dtype)
+    checks.allocation("counts' samples x K x K (the attention logits)", counts[..., 0].numel() * w.shape[-1] ** 2)
     logits = counts.log()[..., :, None, :] + w.transpose(-1, -2).to(counts)[..., None, :, :]  # log c_m + W[m, k]
     return logits.softmax(dim=-1)
 
@@ -289,6 +290,10 @@ def bound_terms(
     k, eps = np.asarray(n_features, dtype=float), np.asarray(eps, dtype=float)
     if not (np.all(np.isfinite(k)) and np.all(k >= 2)) or not (np.all(eps > 0) and np.all(eps < 1)):
         raise ValueError("n_features must be at least 2 and eps in (0, 1)")
+    try:
+        np.broadcast_shapes(k.shape, eps.shape)
+    except ValueError:
+        raise ValueError(f"n_features and eps must broadcast together, got shapes {k.shape} and {eps.shape}") from None
     with np.errstate(over="ignore"):  # an overflow is refused below, naming lr
         first, second = k**2 * np.log(k) / lr, k * np.log(k / np.sqrt(eps)) / (eps * lr)
     if not (np.all(np.isfinite(first)) and np.all(np.isfinite(second))):
@@ -337,6 +342,7 @@ def concentration_quantile(
     return torch.quantile((1 - own).square(), quantile, dim=0)
 
 
+@checked
 @dataclass(frozen=True)
 class ConvergenceTimes:
     """Steps to convergence of a set of problems (one row of ``probs`` and a context length each), every problem
@@ -345,16 +351,19 @@ class ConvergenceTimes:
     (the latest of their first crossings); ``concentration`` the largest over those features of a quantile of
     ``(1 - Attn_k)^2`` on fresh contexts at the step where feature ``k`` reached ``eps`` (``nan`` if it never did)."""
 
-    eps: np.ndarray
-    first: np.ndarray
-    rest: np.ndarray
-    concentration: np.ndarray
+    eps: Real[np.ndarray, " E"]
+    first: Real[np.ndarray, "P S E"]
+    rest: Real[np.ndarray, "P S E"]
+    concentration: Real[np.ndarray, "P S E"]
 
 
 def _pair(p: object) -> bool:
     """A ``(probs, n_context)`` pair; each pair has its own number of features (no axis shared between pairs)."""
     probs = Annotated[Float[Tensor, " _"], checks.SumsToOne]
-    return type(p) in (tuple, list) and len(p) == 2 and is_bearable(p[0], probs) and is_bearable(p[1], Count)
+    if type(p) not in (tuple, list) or len(p) != 2:
+        return False
+    n = p[1].item() if isinstance(p[1], np.generic) else p[1]  # a NumPy int is the int it holds
+    return is_bearable(p[0], probs) and is_bearable(n, Count)
 
 
 #: ``(probs, n_context)`` pairs, every one checked
@@ -468,6 +477,10 @@ class CalibratedBound:
     ratio: np.ndarray
     allowance: float
     n_fit: int
+
+    def __post_init__(self) -> None:
+        if not 0 < self.n_fit < len(self.ratio):  # the fit saw some K and left at least one out
+            raise ValueError(f"n_fit must be at least 1 and below the {len(self.ratio)} K of ratio, got {self.n_fit}")
 
     @property
     def held_out(self) -> float:

@@ -147,6 +147,8 @@ class FixedFeatureAttention(AttentionOnFeatures):
         if not isinstance(out, Tensor) or out.shape[-1] != self.gamma.shape[0]:
             said = f"shape {tuple(out.shape)}" if isinstance(out, Tensor) else f"a {type(out).__name__}"
             raise ValueError(f"features must give tensors of n_features={self.gamma.shape[0]} outputs, got {said}")
+        if out.is_complex():  # the cast below would drop the imaginary part
+            raise TypeError(f"features must give real features, got {out.dtype}")
         return out.to(self.gamma.dtype)
 
 

@@ -52,6 +52,8 @@ class GPTConfig:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
         # the position embeddings: one row per token (a huge n_context once ended in torch's out-of-memory error)
         checks.allocation("(2 n_context + 2) * n_embd", (2 * self.n_context + 2) * self.n_embd)
+        # the blocks' weights together (4 n_embd^2 of attention, 8 n_embd^2 of MLP each): every one may fit alone
+        checks.allocation("the blocks' parameters, 12 * n_layer * n_embd^2", 12 * self.n_layer * self.n_embd**2)
         if not self.query_sees_itself and self.tokens != "paired":
             raise ValueError("query_sees_itself=False needs tokens='paired' (the query is then one token)")
 

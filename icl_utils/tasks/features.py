@@ -22,7 +22,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from icl_utils import checks
-from icl_utils.checks import Count, Positive, Samples, Scale, Seed, Width, checked
+from icl_utils.checks import Count, PositiveScale, Samples, Scale, Seed, Width, checked
 from icl_utils.prompts import Prompt
 
 
@@ -76,7 +76,7 @@ class TeacherFeatures:
     k: Width
     width: Width = 16
     rank: Width | None = None
-    scale: Positive = 2.0
+    scale: PositiveScale = 2.0
     noise_std: Scale = 0.0
     seed: Seed = 0
     n_whiten: Samples = 2**16

@@ -100,6 +100,18 @@ def _fourier_indices(dim: int, count: int) -> list[tuple[int, ...]]:
     indices: list[tuple[int, ...]] = []
     total = 0
     while len(indices) < count:
+        # the level's size before it is built (m axes of non-zero frequency, two functions each, frequencies a
+        # composition of total into m parts): a huge dim makes the second level alone too large to hold
+        size = (
+            1
+            if total == 0
+            else sum(math.comb(dim, m) * 2**m * math.comb(total - 1, m - 1) for m in range(1, total + 1))
+        )
+        checks.allocation(
+            "n_basis * dim (the Fourier basis' index table, built a level at a time)",
+            (len(indices) + size) * dim,
+            torch.int64,
+        )
         indices.extend(sorted(level(total)))
         total += 1
     return indices[:count]
