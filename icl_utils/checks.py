@@ -60,6 +60,7 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     declare,
     describe,
     finite_flag,
+    finite_result,
     mapping_of,
     refusal,
     same_dtype,

@@ -15,6 +15,7 @@ import contextvars
 import functools
 import inspect
 import itertools
+import math
 import numbers
 import re
 import sys
@@ -509,6 +510,41 @@ def checked(fn: F) -> F:
             raise
 
     return call
+
+
+def _all_finite(value: object) -> bool:
+    """Whether a result holds no NaN or infinity: a tensor, an array, a number, or a tuple, list or Prompt of them
+    (anything else counts as finite)."""
+    if isinstance(value, Tensor):
+        return value.device.type == "meta" or value.is_complex() or bool(finite_flag(value.detach()))
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        return bool(np.isfinite(value).all())
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return math.isfinite(value)
+    if isinstance(value, (tuple, list)):
+        return all(_all_finite(v) for v in value)
+    fields = getattr(value, "__dataclass_fields__", None)  # a Prompt: its tensors
+    return all(_all_finite(getattr(value, f)) for f in fields) if fields and hasattr(value, "x_query") else True
+
+
+def finite_result(*names: str) -> Callable[[F], F]:
+    """A decorator (above :func:`checked`) that declares the result finite whenever the arguments are: a NaN or an
+    infinity in it (a product or a square that overflowed inside, on finite inputs) is a ValueError naming
+    ``names``, the arguments whose size made it overflow, not a wrong number returned. Off inside
+    :func:`~icl_utils.checks.nonfinite_allowed`."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            if values_checked() and not _all_finite(out):
+                said = " or ".join(names)
+                raise ValueError(f"{said} made the result of {fn.__name__} overflow to inf or NaN: rescale {said}")
+            return out
+
+        return call
+
+    return decorate
 
 
 def same_dtype(*names: str) -> Callable[[F], F]:

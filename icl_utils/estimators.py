@@ -32,7 +32,7 @@ def least_squares(prompt: Prompt) -> Tensor:
         return torch.zeros_like(prompt.y_query)
     x = prompt.x.double()
     w = (torch.linalg.pinv(x) @ prompt.y.double()[..., None])[..., 0]
-    return _predict_linear(prompt, w)
+    return _finite(_predict_linear(prompt, w), "prompt's values")
 
 
 @checked
@@ -294,13 +294,16 @@ def kernel_ridge_fit(
     with the smallest leave-one-out error.
     """
     prompt = checks.prompt(prompt)
-    checks.allocation("prompt's n x n kernel per prompt", prompt.n_context**2, torch.float64)
+    # the kernel, its eigenvectors and their squares, n x n each
+    checks.allocation("prompt's n x n kernels per prompt, 3 of them", 3 * prompt.n_context**2, torch.float64)
     lams = tuple(float(lam) for lam in lams)
     if bandwidth is None:  # the typical distance between two inputs: over all coordinates, or along one
         bandwidths = (1.0 if additive else prompt.dim**0.5,)
     else:
         many = isinstance(bandwidth, (tuple, list, np.ndarray, Tensor))
         bandwidths = tuple(float(h) for h in (bandwidth if many else (bandwidth,)))
+        if len(bandwidths) > config.MAX_SERIES:  # an eigendecomposition per prompt each
+            raise ValueError(f"bandwidth must hold at most {config.MAX_SERIES} widths, got {len(bandwidths)}")
     x = prompt.x.double()
     offset = prompt.y.double().mean(1) if center and prompt.n_context > 0 else x.new_zeros(prompt.batch_size)
     if center:
@@ -360,6 +363,8 @@ def _kernel_ridge(
             best_loo = torch.where(better, loo, best_loo)
             best_alpha = torch.where(better[:, None], alpha, best_alpha)
             best_width = torch.where(better, torch.full_like(best_width, h), best_width)
+    if checks.values_checked() and not bool(checks.finite_flag(best_loo)):  # every penalty's errors overflowed
+        raise ValueError("prompt's labels make every leave-one-out error overflow float64: rescale the prompt")
     return best_alpha, best_width
 
 

@@ -62,6 +62,7 @@ def _gaussian_task(task: object) -> tuple[Tensor, Tensor, Tensor, float]:
     return task.mean(), task.cov(), task.input_cov(), task.noise_var
 
 
+@checks.finite_result("beta0", "gamma")
 @checked
 def gd_beta_risk(
     task: LinearRegression,
@@ -90,6 +91,7 @@ def gd_beta_risk(
     return noise + bias + torch.trace(a @ h) * (torch.trace(h @ m) + noise) / n
 
 
+@checks.finite_result("beta0")
 @checked
 def optimal_gd_step(
     task: LinearRegression, n: Count, beta0: Annotated[Float[Tensor, " {task.dim}"], checks.Finite] | None = None
@@ -121,6 +123,12 @@ class AttentionMoments:
     c: Annotated[Float64[Tensor, "N N"], checks.Finite]
     g: Annotated[Float64[Tensor, "N N"], checks.Finite]
     w: Annotated[Float64[Tensor, "N N"], checks.Finite]
+
+    def __post_init__(self) -> None:
+        if self.second < 0:  # a second moment; a negative one gives negative risks
+            raise ValueError(f"second must be E y^2 >= 0, got {float(self.second)}")
+        if not bool((self.g.diagonal() > 0).any()):  # G = E phi phi^T; with none of it, every Gamma reads as 0
+            raise ValueError("g must be E phi phi^T, with a positive diagonal entry, got no positive one")
 
     @classmethod
     @checked
@@ -158,6 +166,7 @@ class AttentionMoments:
         white = evecs[:, keep] / evals[keep].sqrt()
         return white @ torch.linalg.solve(white.T @ self.s(n) @ white, white.T @ self.c @ white) @ white.T
 
+    @checks.finite_result("gamma")
     @checked
     def risk(self, n: Count, gamma: Annotated[Float[Tensor, "{len(self.c)} {len(self.c)}"], checks.Finite]) -> Tensor:
         """``R(Gamma) = E y^2 - 2 tr(Gamma C) + tr(Gamma G Gamma^T S(n))``, for ``gamma`` of one row and column per
@@ -350,7 +359,11 @@ def best_attention_excess(moments: AttentionMoments, ns: Counts, noise_var: NonN
     """The excess ICL risk ``R(Gamma*(n)) - sigma^2`` of linear attention with the best ``Gamma`` for each context
     length ``n`` in ``ns`` (:meth:`AttentionMoments.gamma`), from one set of moments: a numpy array of shape
     ``(len(ns),)``. ``noise_var`` is ``sigma^2``, the label noise of the task the moments describe."""
-    return np.array([moments.risk(n, moments.gamma(n)).item() - noise_var for n in ns], dtype=float)
+    checks.allocation("ns (one solve each)", len(ns) * len(moments.c) ** 2 * 64)  # a solve of N x N per n
+    risks = np.array([moments.risk(n, moments.gamma(n)).item() for n in ns], dtype=float)
+    if (risks < noise_var * (1 - 1e-9)).any():  # the risk includes sigma^2: an excess is never negative
+        raise ValueError(f"noise_var must be at most the risk ({risks.min():.4g}), got {noise_var}")
+    return risks - noise_var
 
 
 @checked
@@ -420,6 +433,7 @@ def _lsa_quadratic(c2: Tensor, c3: Tensor, n: int, u: Tensor) -> tuple[Tensor, T
     return (1 + 1 / n) * outer + trace / n, torch.einsum("abl,a->bl", c3, u)
 
 
+@checks.finite_result("u", "b")
 @checked
 def lsa_risk(
     task: LinearRegression,

@@ -114,6 +114,7 @@ def model_errors(model: nn.Module, prompt: Prompt, chunk_size: Count | None = No
         )
 
 
+@checks.finite_result("errors")
 @checked
 def mean_and_band(
     errors: Annotated[Float[Tensor, " B *rest"], Pair, checks.Finite], z: Positive = 1.96
@@ -123,6 +124,7 @@ def mean_and_band(
     return errors.mean(0), z * errors.std(0) / math.sqrt(errors.shape[0])
 
 
+@checks.finite_result("curve")
 @torch.no_grad()
 @checked
 def effective_ridge(
@@ -333,10 +335,12 @@ class RiskTerms:
         return float(self.swapped_floors.mean())
 
     @property
+    @checks.finite_result("floors")
     def floor_se(self) -> float:
         """The standard error of :attr:`floor` over the tasks."""
         return float(self.floors.std(ddof=1) / math.sqrt(self.floors.size))
 
+    @checks.finite_result("n")
     def risk(self, n: object) -> np.ndarray:
         """``R(n)`` at every context length in ``n`` (a number or an array)."""
         return self.floor + self.spread / _lengths(n)
@@ -399,6 +403,8 @@ def attention_risk_terms(
     if getattr(model, "dim", task.dim) != task.dim:
         raise ValueError(f"task must have the model's input dimension {model.dim}, got task.dim = {task.dim}")
     m = model.gamma.shape[0]
+    # a prompt's points and features, and the products of a chunk: about four tensors that size at once
+    checks.allocation("4 * n_points * (m + task.dim)", 4 * n_points * (m + task.dim))
     chunk_size = config.prompts_per_chunk(n_points * (m + task.dim)) if chunk_size is None else chunk_size
     with evaluating(model):
         inputs = task.sample(2**16 // n_points + 1, n_points, generator).x.reshape(-1, task.dim)
@@ -449,7 +455,10 @@ def held_out_errors(
     predict = fit(Prompt.from_points(xs[:, : n + 1], ys[:, : n + 1]))  # the queries are points n, n + 1, ...
     if not callable(predict):  # an estimator, which returns predictions, where a fitter is asked for
         raise TypeError(f"fit must return a predictor (a callable of inputs (B, Q, d)), got {type(predict).__name__}")
+    checks.takes(predict, ["inputs (B, Q, d)"], "fit(prompt)")
     preds = predict(xs[:, n:])
+    if isinstance(preds, Tensor) and (preds.is_complex() or not preds.is_floating_point()):
+        raise TypeError(f"fit(prompt) must predict real numbers, got {preds.dtype}")
     if not isinstance(preds, Tensor) or tuple(preds.shape) != (n_prompts, n_queries):
         raise ValueError(
             f"fit(prompt) must predict shape ({n_prompts}, {n_queries}) from the queries, got "

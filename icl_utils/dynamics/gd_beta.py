@@ -34,6 +34,11 @@ def _point(
     return beta0.double().cpu(), gamma.double().cpu()
 
 
+#: the most coordinates of a Hessian by autograd (task.dim 44): one backward pass each, at O(d^3) apiece
+_MAX_HESSIAN = 2048
+
+
+@checks.finite_result("beta0", "gamma")
 @checked
 def gd_beta_hessian(task: LinearRegression, n: Count, beta0: Tensor, gamma: Tensor) -> Tensor:
     """The Hessian of :func:`~icl_utils.exact.gd_beta_risk` in ``(beta0, Gamma)`` at one point, shape ``(d + d^2, d +
@@ -45,6 +50,8 @@ def gd_beta_hessian(task: LinearRegression, n: Count, beta0: Tensor, gamma: Tens
     """
     d = task.dim
     checks.allocation("(task.dim + task.dim^2)^2 (the Hessian)", (d + d * d) ** 2, torch.float64)
+    if d + d * d > _MAX_HESSIAN:  # one backward pass per coordinate, each of O(d^3)
+        raise ValueError(f"task must have dim + dim^2 <= {_MAX_HESSIAN} (one backward pass each), got dim = {d}")
     beta0, gamma = _point(task, beta0, gamma)
 
     def flat_risk(theta: Tensor) -> Tensor:

@@ -36,10 +36,10 @@ from typing import Annotated, Literal, get_args
 import numpy as np
 import torch
 from beartype.vale import Is
-from jaxtyping import Float, Int
+from jaxtyping import Float, Integer
 from torch import Tensor
 
-from icl_utils import checks
+from icl_utils import checks, config
 from icl_utils.checks import (
     Count,
     Finite,
@@ -110,6 +110,7 @@ def _moments(
     return targets, h, targets.mT @ h / count, h.mT @ h / count
 
 
+@checks.finite_result("gamma", "targets")
 @checks.same_dtype("particles", "gamma", "targets", "x")
 @checked
 def attention_loss(particles: Particles, gamma: Gamma, targets: Features, x: GammaInputs) -> Tensor:
@@ -137,6 +138,7 @@ def _two_points(x: Tensor) -> None:
         raise ValueError(f"x must hold prompts of at least 2 points (each point's context is the others), got {n}")
 
 
+@checks.finite_result("gamma", "y")
 @checks.same_dtype("particles", "gamma", "x", "y")
 @checked
 def icl_loss(
@@ -176,6 +178,7 @@ def _icl_loss_of(h: Tensor, context: Tensor, gamma: Tensor, y: Tensor) -> Tensor
     return (y - pred).square().mean((-1, -2))
 
 
+@checks.finite_result("y")
 @checks.same_dtype("particles", "x", "y")
 @checked
 def icl_optimal_gamma(
@@ -249,6 +252,7 @@ def _singular(cov: Tensor, ridge: float = 1e-8) -> bool:
     return bool((evals[..., 0] < 1e3 * ridge * evals[..., -1].clamp(min=1e-30)).any())
 
 
+@checks.finite_result("targets")
 @checks.same_dtype("particles", "targets", "x")
 @checked
 def static_loss(
@@ -282,6 +286,7 @@ def _static_loss_of(moments: tuple[Tensor, Tensor, Tensor, Tensor], ridge: float
     return targets.square().sum(-1).mean(-1) - explained
 
 
+@checks.finite_result("targets")
 @checks.same_dtype("particles", "targets", "x")
 @checked
 def velocity(particles: Particles, targets: Features, x: Inputs, k: Count) -> Tensor:
@@ -317,6 +322,8 @@ def potential_hessians(
     ``dL/dh`` is not zero its Hessian has such eigenvalues: at a critical point with positive loss, a saddle."""
     k = _student_k(particles, x)
     at = particles if at is None else at
+    if len(at) > config.MAX_SERIES:  # a Hessian each, by p backward passes through the whole sample
+        raise ValueError(f"at must hold at most {config.MAX_SERIES} neurons (one Hessian each), got {len(at)}")
     g = _loss_gradient(particles, targets, x, k)
 
     def potential(theta: Tensor) -> Tensor:
@@ -344,6 +351,12 @@ def critical_point(
     of the mean-field landscape (Theorem 3.3: no spurious local minima). Raises a
     ValueError if the velocity is still above ``tol`` after ``newton_steps``."""
     k = _student_k(init, x, "init")
+    if init.numel() > config.MAX_SERIES:  # Newton's steps take the full Hessian: one backward pass per coordinate
+        raise ValueError(
+            f"init must hold at most {config.MAX_SERIES} coordinates (M0 x p, few neurons), got {init.numel()}"
+        )
+    if tol < 1e-14:  # velocities are computed in float64 at best: a smaller one is never reached
+        raise ValueError(f"tol must be at least 1e-14 (what float64 resolves), got {tol}")
     theta = init.detach().clone().requires_grad_(True)
     optimizer = torch.optim.LBFGS(
         [theta],
@@ -385,6 +398,7 @@ def critical_point(
     return theta
 
 
+@checks.finite_result("targets")
 @checks.same_dtype("student", "targets", "x")
 @checked
 def descent_rotation(
@@ -789,13 +803,13 @@ def run_gradient_descent(
 
 
 # one label >= 0 per particle (a comment, not an autodoc member: Sphinx cannot resolve the jaxtyping type)
-Labels = Annotated[Int[Tensor, " M"], Is[lambda g: bool((g >= 0).all())]]
+Labels = Annotated[Integer[Tensor, " M"], Is[lambda g: bool((g >= 0).all())]]
 checks.describe(Labels, "an integer tensor", "an integer tensor of shape (M,) of labels >= 0")
 
 
 @checked
 def particle_spread(
-    particles: Annotated[Float[Tensor, "M p"] | Float[Tensor, "S M p"], Rows], groups: Labels | None = None
+    particles: Annotated[Float[Tensor, "M p"] | Float[Tensor, "S M p"], Rows, Finite], groups: Labels | None = None
 ) -> Tensor:
     """The particles' root-mean-square distance from their mean, or from the mean of their group when ``groups``
     (one integer label per particle) is given: zero at a configuration of coincident neurons (all equal, or equal
@@ -804,6 +818,7 @@ def particle_spread(
     if groups is None:
         centred = particles - particles.mean(-2, keepdim=True)
     else:
+        checks.allocation("M * (largest label of groups + 1)", len(groups) * (int(groups.max()) + 1), particles.dtype)
         onehot = torch.nn.functional.one_hot(groups.to(particles.device, torch.long)).to(particles.dtype)  # (M, G)
         means = (onehot / onehot.sum(0).clamp_min(1)).mT @ particles  # (..., G, p); a label no particle has: 0
         centred = particles - onehot @ means
@@ -928,6 +943,7 @@ def path_losses(
     return np.array([_static_loss(mixture(student, teacher, s, rotation), targets, x, k).item() for s in s_values])
 
 
+@checks.finite_result("g")
 @checks.same_dtype("particles", "g", "x")
 @checked
 def readout_error(

@@ -49,6 +49,7 @@ from icl_utils.prompts import Prompt
 from icl_utils.tasks.discrete import DiscreteFeatures
 
 
+@checks.finite_result("q")
 @checked
 def predict(prompt: Prompt, q: Annotated[Float[Tensor, "{prompt.dim} {prompt.dim}"], checks.Finite]) -> Tensor:
     """Token-level prediction ``sum_i softmax_i(x_i^T Q x_query) y_i``, shape ``(B,)``."""
@@ -101,6 +102,7 @@ checks.describe(
 )
 
 
+@checks.finite_result("w", "counts")
 @checked
 def feature_attention(w: Weights, counts: CountSample) -> Tensor:
     """``Attn[..., s, k, m]``: the attention a query on ``v_k`` pays to

@@ -87,6 +87,7 @@ class QueryModel(nn.Module):
             said = ", ".join(f"{k} = {v.item():.4g}" for k, v in self.named_parameters() if v.numel() == 1)
             raise ValueError(
                 f"the model's predictions must be finite, but {int((~torch.isfinite(out)).sum())} of {out.numel()} "
-                f"overflowed on a finite prompt: its parameters make it diverge{f' ({said})' if said else ''}"
+                f"overflowed on a finite prompt: its parameters make it diverge{f' ({said})' if said else ''}, or "
+                "the prompt's scale overflows inside (rescale the prompt)"
             )
         return out

@@ -161,6 +161,7 @@ class ICLTransformer(nn.Module):
             return self.read_out(self.ln_f(h[:, -1]))[..., 0]
         return self.read_out(self.ln_f(h[:, ::2]))[..., 0]
 
+    @checks.finite_result("prompt")  # or the model's weights: a finite prompt of 1e30 overflows inside LayerNorm
     @torch.no_grad()
     def predict(self, prompt: Prompt) -> Tensor:
         """The prediction at the query alone, shape ``(B,)``, in eval mode: usable wherever an estimator is."""

@@ -45,6 +45,7 @@ def token_matrix(prompt: Prompt) -> Tensor:
     return torch.cat([x, y[..., None]], dim=2).transpose(1, 2)
 
 
+@checks.finite_result("prompt")
 def moment_prompt(prompt: Prompt) -> Prompt:
     """A prompt of ``d + 1`` pseudo-examples on which every model here predicts as on ``prompt``.
 

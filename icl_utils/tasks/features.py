@@ -91,6 +91,7 @@ class TeacherFeatures:
         checks.allocation("n_whiten * dim", n_whiten * dim, torch.float64)
         checks.allocation("n_whiten * width", n_whiten * width, torch.float64)
         checks.allocation("width * dim", width * dim, torch.float64)
+        checks.allocation("3 * width * k (the output weights, whitened)", 3 * width * k, torch.float64)
         g = torch.Generator().manual_seed(self.seed)
         a = torch.randn(width, rank, generator=g, dtype=torch.float64)
         w = torch.randn(width, dim, generator=g, dtype=torch.float64) * scale / dim**0.5

@@ -112,6 +112,7 @@ class SingleIndexTasks:
         if self.lead_mean == 0:
             raise ValueError(f"lead_mean must be a non-zero number (E[c_k] != 0), got {self.lead_mean}")
         g = torch.Generator().manual_seed(self.subspace_seed)
+        checks.allocation("3 * dim * subspace_dim (a QR of the subspace)", 3 * dim * r, torch.float64)
         basis, _ = torch.linalg.qr(torch.randn(dim, r, generator=g, dtype=torch.float64))
         object.__setattr__(self, "basis", basis)
 
@@ -136,6 +137,7 @@ class SingleIndexTasks:
         g[:, 0] += self.lead_mean
         return g / g.norm(dim=1, keepdim=True)
 
+    @checks.finite_result("z")
     @checked
     def link(
         self,
@@ -154,6 +156,7 @@ class SingleIndexTasks:
         """
         return _lead_coefficient_mean(self.n_coefficients, self.lead_mean)
 
+    @checks.finite_result("x")
     @checked
     def conditional_mean(self, x: Float[Tensor, "*batch {self.dim}"]) -> Tensor:
         """The prompt-free predictor ``E[y | x]``, averaged over the task (direction and link), shape ``x.shape[:-1]``.
@@ -212,6 +215,7 @@ def _lead_coefficient_mean(width: int, lead_mean: float) -> float:
     return total / 2**22
 
 
+@checks.finite_result("weights")
 @checked
 def projection_mass(
     weights: Annotated[Float[Tensor, "m d"], Finite], basis: Annotated[Float[Tensor, "d r"], Finite, Columns]
