@@ -77,6 +77,8 @@ describe(Task, "a task family (dim and sample(batch, n, generator))", "a task fa
 
 
 def positive_int(name: str, value: object, minimum: int = 1) -> int:
+    if isinstance(minimum, bool) or not isinstance(minimum, numbers.Integral):
+        raise TypeError(f"minimum must be an int, got {type(minimum).__name__}")
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < minimum:
@@ -146,12 +148,18 @@ def psd_sqrt(cov: Tensor) -> Tensor:
     if not torch.allclose(cov, cov.T, rtol=1e-5, atol=1e-8 * float(cov.abs().max())):  # eigh reads one triangle
         raise ValueError("cov must be symmetric (eigh would read one triangle of it)")
     evals, evecs = torch.linalg.eigh(cov)
+    if evals[0] < -1e-8 * max(float(evals.abs().max()), 1e-300):  # rounding leaves tiny negatives, no more
+        raise ValueError(f"cov must be positive semi-definite, got an eigenvalue {float(evals[0]):.3g}")
     return evecs @ torch.diag(evals.clamp(min=0).sqrt()) @ evecs.T
 
 
 def prompt_fits(prompt_x: Tensor, module: torch.nn.Module, name: str = "prompt") -> None:
     """Raise a ValueError unless a prompt (given by its ``x``; or the inputs ``name``) is on the device and of the
     dtype of ``module``'s parameters: torch would otherwise fail deep inside a matrix product."""
+    if not isinstance(prompt_x, Tensor):
+        raise TypeError(f"{name} must be a tensor, got {type(prompt_x).__name__}")
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
     param = next(module.parameters(), None)
     if param is None:
         return
@@ -166,6 +174,10 @@ def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> No
     """Warn when a penalty is below 1e-10 of the largest Gram scale: float64 then loses most digits in the solve,
     and the result is close to the unpenalized limit. The text holds no other number, so Python's default shows
     it once per call site and penalty, not once per call."""
+    if isinstance(penalty, bool) or not isinstance(penalty, numbers.Real):
+        raise TypeError(f"penalty must be a number, got {type(penalty).__name__}")
+    if not isinstance(gram_scale, Tensor):
+        raise TypeError(f"gram_scale must be a tensor, got {type(gram_scale).__name__}")
     scale = gram_scale.max().item()
     if penalty < 1e-10 * scale:
         warnings.warn(
@@ -218,6 +230,8 @@ def finite(name: str, value: Tensor) -> Tensor:
 
 def nonfinite_names(tensors: dict[str, Tensor]) -> list[str]:
     """The names of the tensors that hold a NaN or an infinity, found with one host sync (parameters after a step)."""
+    if not isinstance(tensors, dict) or not all(isinstance(t, Tensor) for t in tensors.values()):
+        raise TypeError(f"tensors must be a dict of names to tensors, got {type(tensors).__name__}")
     if not tensors:
         return []
     ok = torch.stack([finite_flag(t.detach()) for t in tensors.values()]).tolist()
@@ -268,6 +282,8 @@ class Diverged(FloatingPointError, ValueError):
 def finite_losses(losses: Tensor, first_step: int) -> None:
     """Raise a FloatingPointError if a block of recorded losses (rows are steps, the first being ``first_step``)
     holds a NaN or an infinity, naming the first such step."""
+    if not isinstance(losses, Tensor):
+        raise TypeError(f"losses must be a tensor, got {type(losses).__name__}")
     finite = torch.isfinite(losses).reshape(len(losses), -1).all(dim=1) if losses.ndim > 1 else torch.isfinite(losses)
     if not bool(finite.all()):
         bad = int((~finite).nonzero()[0, 0])
@@ -286,6 +302,8 @@ def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> No
     before torch tries (and a machine swaps for a minute) to allocate it."""
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
+    if isinstance(values, bool) or not isinstance(values, numbers.Integral):
+        raise TypeError(f"values must be an int (a count of entries), got {type(values).__name__}")
     size = values * dtype.itemsize
     if size > config.MAX_ELEMENTS * 4:
         raise ValueError(

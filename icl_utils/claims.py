@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
+from beartype.door import is_bearable
 from beartype.vale import Is
 
 from icl_utils import config
@@ -213,6 +214,8 @@ class Ledger:
         """Raise :class:`LedgerError` listing every claim that does not stand as stated; return the ledger."""
         if not self.claims:
             raise LedgerError(f"the ledger of {self.chapter} holds no claim")
+        if bad := [type(c).__name__ for c in self.claims if not isinstance(c, Claim)]:  # appended by hand
+            raise TypeError(f"claims must hold Claims only (add them with add()), got {', '.join(bad)}")
         problems = [p for c in self.claims for p in c.problems()]
         if problems:
             raise LedgerError("; ".join(problems))
@@ -251,6 +254,8 @@ class Ledger:
         """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically. Write
         before :meth:`verify`: a ledger that fails is then on record as failing, not left as an older run."""
         folder = claims_dir() if folder is None else Path(folder)
+        if not is_bearable(self.chapter, Chapter):  # set after construction: it names the file written
+            raise ValueError(f"chapter must be a notebook's name such as '00_icl_setting', got {self.chapter!r}")
         file = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
         if file is not None:  # the folder, or one it would be made in, is a file
             raise ValueError(f"folder must be a folder, but {file} is a file")
@@ -287,6 +292,8 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
         text = json.dumps(data, indent=2, allow_nan=allow_nan, default=_plain_json) + "\n"
     except (ValueError, TypeError) as err:  # a NaN with allow_nan=False, a value JSON has no type for
         raise type(err)(f"data must hold only what JSON holds: {err}") from None
+    if len(path.name.encode()) > 200:  # with the temporary file's prefix and suffix, past most file systems' 255
+        raise ValueError(f"path must name a file of at most 200 bytes, got {len(path.name.encode())}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a file where a folder of the path would be
@@ -432,6 +439,10 @@ def _claim_fields(name: str, record: object, fields: tuple[str, ...]) -> None:
     its controls records of a name, a value and whether it fails."""
     _fields(name, record, (*fields, "status"))
     _number_field(f"{name}['value']", record["value"])
+    if not isinstance(record["status"], str):
+        raise TypeError(f"{name}['status'] must be a str (demonstrated, weak, ...), got {record['status']!r:.40}")
+    if "controls" in record and not isinstance(record["controls"], (list, tuple)):
+        raise TypeError(f"{name}['controls'] must be a list of controls, got {type(record['controls']).__name__}")
     for j, control in enumerate(record.get("controls") or []):
         _fields(f"{name}['controls'][{j}]", control, ("name", "value", "fails"))
         _number_field(f"{name}['controls'][{j}]['value']", control["value"])
@@ -483,10 +494,12 @@ def load(folder: str | os.PathLike | None = None) -> dict[str, dict]:
         raise ValueError(f"folder must be a folder of ledgers, got the file {folder}")
     out = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if not path.is_file():  # a folder named x.json is no ledger
+            raise ValueError(f"folder holds {path.name}, which is not a file")
         try:
-            record = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise ValueError(f"folder holds {path.name}, which is not JSON: {err}") from None
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"folder holds {path.name}, which is not JSON text: {err}") from None
         if not isinstance(record, dict) or not isinstance(record.get("chapter", ""), str):
             raise ValueError(f"folder holds {path.name}, a JSON {type(record).__name__} that is not a ledger's record")
         out[record.get("chapter", path.stem)] = record

@@ -236,6 +236,8 @@ def mapping_of(item: object, words: str | None = None, *, keys: str = "names", e
 def sequence_of(item: object, words: str, *, base: object = collections.abc.Sequence, empty: bool = False) -> object:
     """A ``base`` (a sequence by default), non-empty unless ``empty``, each of whose items is ``item`` (a predicate,
     a type or a declared type), which ``words`` say."""
+    if not all(isinstance(o, type) for o in _options(base)):
+        raise TypeError(f"base must be a type or a union of types, got {base!r:.60}")
     ok, kind = _each(item), " or ".join(_words(o)[0].removeprefix("a ") for o in _options(base))
     words = f"a {'' if empty else 'non-empty '}{kind} of {words}"
     return declare(base, lambda s: (empty or len(s) > 0) and all(ok(v) for v in s), words)
@@ -442,6 +444,8 @@ def takes(fn: object, kinds: list, name: str) -> None:
     """A TypeError naming ``name`` unless the callable ``fn`` can be called with one positional argument of each
     of ``kinds`` (declared types, or words), before a loop calls it and fails at its first step. A callable whose
     signature Python cannot read (some builtins) passes."""
+    if not isinstance(kinds, (list, tuple)):
+        raise TypeError(f"kinds must be a list of the arguments' kinds, got {type(kinds).__name__}")
     if not callable(fn):
         raise TypeError(f"{name} must be a callable, got {type(fn).__name__}")
     try:
@@ -554,6 +558,8 @@ def same_dtype(*names: str) -> Callable[[F], F]:
 
     def decorate(fn: F) -> F:
         signature = inspect.signature(fn)
+        if unknown := [n for n in names if n not in signature.parameters]:
+            raise TypeError(f"names must be arguments of {fn.__name__}, but it has no {', '.join(unknown)}")
 
         @functools.wraps(fn)
         def call(*args, **kwargs):

@@ -384,7 +384,7 @@ def two_layer_network_fit(
     width: Width = 64,
     steps: Steps = 300,
     lr: checks.PositiveScale = 1e-2,
-    weight_decay: NonNegative = 1e-3,
+    weight_decay: checks.Scale = 1e-3,
     seed: Seed = 0,
 ) -> Callable[[Tensor], Tensor]:
     """A two-layer ReLU network ``sum_j a_j ReLU(<w_j, x> + b_j)`` fitted to each prompt's examples alone; returns

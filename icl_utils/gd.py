@@ -41,6 +41,8 @@ class GDHistory:
     runs: int | None = None
 
     def __post_init__(self):
+        if len(self.steps) > 1 and not (np.diff(self.steps) > 0).all():
+            raise ValueError("steps must increase: one record per step, in order")
         if bad := {k: v.shape for k, v in self.records.items() if v.ndim == 0 or len(v) != len(self.steps)}:
             raise ValueError(f"records must hold one row per step ({len(self.steps)} steps), got shapes {bad}")
         if self.runs is not None:

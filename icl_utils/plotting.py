@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, Locator, MaxNLocator
 from torch import Tensor
 
-from icl_utils import checks
+from icl_utils import checks, config
 from icl_utils.checks import (
     Count,
     NonNegative,
@@ -209,7 +209,8 @@ def _holds_pair(value: object) -> bool:
 
 def _three_steps(value: object) -> bool:
     a = _numbers(value)
-    return a is not None and a.shape == (3,) and not np.isnan(a).any() and bool(np.all(np.diff(a) >= 0))
+    ok = a is not None and a.shape == (3,) and not np.isnan(a).any()
+    return ok and bool(np.all(np.diff(a) >= 0) and a[0] >= 0)
 
 
 _ARRAY = Sequence | np.ndarray  # of numbers, or of Axes
@@ -225,7 +226,13 @@ ErrorCurves = mapping_of(
     "finite float tensors (B, K) with B >= 2",
 )
 Trainings = mapping_of(
-    lambda h: isinstance(h, TrainHistory) and len(h.losses) > 0, "icl_utils.TrainHistory of at least one step"
+    lambda h: (
+        isinstance(h, TrainHistory)
+        and len(h.losses) > 0
+        and np.size(h.losses) > 0
+        and bool(np.isfinite(h.losses).all() and (np.asarray(h.losses) > 0).any())
+    ),
+    "icl_utils.TrainHistory of at least one step and model, with finite losses, some > 0 (a log axis)",
 )
 Descents = mapping_of(GDHistory, "icl_utils.GDHistory")
 # (the tags keep the declarations apart: each has its own words)
@@ -602,7 +609,7 @@ def plot_error_curves(
         _curve(f"curves[{name!r}] (mean)", mean, (len(mean),), log=logy)
     ax = ax if ax is not None else plt.gca()
     for (name, (mean, band)), color in zip(means.items(), colors_for(list(curves))):
-        xs = np.arange(len(mean)) if x is None else np.asarray(x)
+        xs = np.arange(len(mean)) if x is None else _numbers(x)
         ax.plot(xs, mean, label=name, color=color)
         ax.fill_between(xs, mean - band, mean + band, color=color, alpha=0.2, linewidth=0)
     _reference_lines(ax, reference)
@@ -683,7 +690,9 @@ def plot_attention_heatmaps(attn: Listed | np.ndarray, titles: Labels, *, axes: 
     if len(attn) != len(titles) or len(attn) != len(axes):
         raise ValueError("attn, titles and axes must have the same length")
     for i, a in enumerate(attn):
-        _curve(f"attn[{i}]", a, ("K", "K"), finite=False)
+        a = _curve(f"attn[{i}]", a, ("K", "K"), finite=False)
+        if a.size == 0 or ((a < 0) | (a > 1)).any():  # the colour scale is 0-1: more would be clipped unseen
+            raise ValueError(f"attn[{i}] must hold attention weights in [0, 1], at least one, got shape {a.shape}")
     for a, title, ax in zip(attn, titles, axes):
         image = ax.imshow(a, vmin=0.0, vmax=1.0, cmap="viridis")
         ax.set_title(title)
@@ -800,6 +809,8 @@ def plot_bases_and_tasks(
     ``F = beta^T f`` drawn from its prior (a CPU generator seeded ``seed`` per panel), with the noisy labels of an
     ``n_examples``-example prompt of the first task. Returns the figure."""
     checks.allocation("n_examples + 1 (the points of the prompt drawn)", n_examples + 1)
+    if not all(_number(s, 0) for s in demos):  # each panel's title reads its key as a number
+        raise ValueError(f"demos must be keyed by smoothness levels, numbers > 0, got {list(demos)}")
     fig, axes = plt.subplots(1, 1 + len(demos), figsize=_size(11, 3.2))
     grid = torch.linspace(-0.5, orders + 0.5, 501, dtype=torch.float64)
     for m, color in zip(range(orders), series_colors(orders)):
@@ -837,9 +848,10 @@ def plot_rate_curves(ns: LogGrid, curves: Named, *, oracle: Mapping, oracle_n: L
         _mean_and_se(f"oracle[{s!r}]", oracle[s], len(oracle_n))
     fig, axes = plt.subplots(1, len(curves), figsize=_size(11, 3.8), sharey=True, squeeze=False)
     axes = axes[0]
-    ns = np.asarray(ns, dtype=float)
+    ns, oracle_n = _numbers(ns), _numbers(oracle_n)
     for ax, (s, curve) in zip(axes, curves.items()):
         rate = 2 * s / (2 * s + 1)
+        curve = _numbers(curve)
         ax.plot(
             ns,
             curve,
@@ -847,7 +859,7 @@ def plot_rate_curves(ns: LogGrid, curves: Named, *, oracle: Mapping, oracle_n: L
             color=method_color("attention"),
             label=f"best linear attention (last slope {local_slopes(ns, curve)[-1]:.2f})",
         )
-        mean, se = oracle[s][:, 0], oracle[s][:, 1]
+        mean, se = _numbers(oracle[s]).T
         ax.errorbar(
             oracle_n,
             mean,
@@ -903,7 +915,7 @@ def plot_feature_maps(ns: LogGrid, curves: Named, *, rate: Positive) -> Figure:
     ``n^(-rate)`` dashed in grey through the first curve's last point. Returns the figure."""
     _seed_curves("curves", ns, curves)
     fig, ax = plt.subplots(figsize=_size(6.5, 3.8))
-    ns = np.asarray(ns, dtype=float)
+    ns = _numbers(ns)
     colors = colors_for(list(curves))
     # a method's first series in its own style (a control dotted), its repeats dashed, dotted, ...
     styles = [RECURRING_STYLES[k % len(RECURRING_STYLES)] if k else None for k in recurrences(list(curves))]
@@ -978,7 +990,7 @@ def plot_learner_comparison(ns: LogGrid, panels: LearnerPanels) -> Figure:
         _seed_curves(f"panels[{title!r}][0]", ns, pair[0])
         for name, v in pair[1].items():
             _mean_and_se(f"panels[{title!r}][1][{name!r}]", v, len(ns))
-    ns = np.asarray(ns, dtype=float)
+    ns = _numbers(ns)
     fig, axes = plt.subplots(1, len(panels), figsize=_size(3.4 * len(panels), 4.2), sharey=True, squeeze=False)
     for ax, (title, (exact, monte_carlo)) in zip(axes[0], panels.items()):
         colors = dict(zip([*exact, *monte_carlo], colors_for([*exact, *monte_carlo])))
@@ -1067,8 +1079,8 @@ def _losses(where: str, steps: Sequence, losses: Mapping) -> None:
 def _escapes(where: str, escapes: Mapping, size: int | str) -> None:
     for name, values in escapes.items():  # a step, or inf (not within the run); NaN is neither
         steps = _curve(f"{where}[{name!r}]", values, (size,), finite=False)
-        if np.isnan(steps).any() or steps.size == 0:
-            raise ValueError(f"{where}[{name!r}] must hold one or more steps or inf (never escaped), not NaN")
+        if np.isnan(steps).any() or steps.size == 0 or (steps < 0).any():
+            raise ValueError(f"{where}[{name!r}] must hold one or more steps >= 0 or inf (never escaped), not NaN")
 
 
 @checked
@@ -1080,6 +1092,7 @@ def plot_model_losses(
     ``(len(steps),)`` or ``(len(steps), S)`` for ``S`` students (then the median, and the range as a band); the
     modified model is dashed, since it often runs on top of the static one."""
     _losses("losses", steps, losses)
+    steps = _numbers(steps)
     ax = ax if ax is not None else plt.gca()
     for (name, values), color in zip(losses.items(), colors_for(list(losses))):
         _median_band(ax, steps, values, color=color, linestyle="--" if name == "modified" else "-", label=name)
@@ -1204,7 +1217,7 @@ def plot_readout_errors(
     fig, axes = plt.subplots(rows, min(columns, len(learned)), figsize=_size(*size), squeeze=False)
     for ax in axes.flat[len(learned) :]:
         ax.set_visible(False)
-    steps = np.asarray(steps, dtype=float)
+    steps = _numbers(steps)
     aside = steps[-1] + 0.06 * (steps[-1] - steps[0])  # the random maps' range, beside the run it is compared with
     for ax, name in zip(axes.flat, learned):
         _median_band(ax, steps, learned[name], color=method_color("static"), label="learned features")
@@ -1288,7 +1301,7 @@ def plot_floor_by_width(
     per way of setting the first layer (``floors[name]`` of shape ``(seeds, len(widths))``; median and range),
     horizontal reference levels (``reference``, e.g. the prompt-free risk) and single models as markers in their
     method's colour (``points[name] = (width, floor)``)."""
-    widths = np.asarray(widths, dtype=float)
+    widths = _numbers(widths)
     for name, values in floors.items():
         _curve(f"floors[{name!r}]", values, ("seeds", widths.size), log=True)
     if ax is None:
@@ -1331,8 +1344,9 @@ def plot_risk_against_examples(
     ``E[y | x]``, drawn as a dash-dotted level (in the shade of each ``r`` at the bottom).
     """
     baselines = baselines or {}
-    if len(by_dim) > 4 or len(by_rank) > 4 or len(baselines) > 2:
-        raise ValueError("at most 4 dimensions, 4 ranks and 2 baselines can be told apart")
+    for name, given, most in (("by_dim", by_dim, 4), ("by_rank", by_rank, 4), ("baselines", baselines, 2)):
+        if len(given) > most:  # shades of one colour that can be told apart
+            raise ValueError(f"{name} must hold at most {most} entries (told apart by shade), got {len(given)}")
     for name, curves in {"by_dim": by_dim, "by_rank": by_rank}.items():
         for key, v in curves.items():
             _curve(f"{name}[{key!r}] (one risk per n in ns)", v, (len(ns),), ("seeds", len(ns)), log=True)
@@ -1346,7 +1360,7 @@ def plot_risk_against_examples(
             _curve(f"baselines[{name!r}][{d!r}] (risks)", b_risks, (len(b_ns),), log=True)
     # one above the other: the first panel's legend (every dimension and learner) needs the column's width
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 8.2), sharey=True)
-    x = np.asarray(ns, dtype=float)
+    x = _numbers(ns)
     styles = {"pretrained": "-", **dict(zip(baselines, ("--", ":")))}
     model = method_color("pretrained")
     colors = {name: method_color(name) or PALETTE[i] for i, name in enumerate(styles)}
@@ -1395,7 +1409,11 @@ def plot_subspace_recovery(
         if not _number(d, 0) or not _grid(tasks_by_dim[d], 0):
             raise ValueError(f"tasks_by_dim must map dimensions > 0 to T1 > 0 (a log axis), got {d}: {tasks_by_dim[d]}")
         n = len(tasks_by_dim[d])
-        _curve(f"mass_by_dim[{d}] (one column per T1 of tasks_by_dim[{d}])", masses, (n,), ("seeds", n))
+        share = _curve(f"mass_by_dim[{d}] (one column per T1 of tasks_by_dim[{d}])", masses, (n,), ("seeds", n))
+        if ((share < 0) | (share > 1)).any():  # a share of the mass: the axis is 0-1
+            raise ValueError(
+                f"mass_by_dim[{d}] must hold shares in [0, 1], got values from {share.min()} to {share.max()}"
+            )
     fig, axes = plt.subplots(1, len(exponents), figsize=_size(FIGURE_WIDTH, 3.4), sharey=True, squeeze=False)
     for ax, a in zip(axes[0], exponents):
         for (d, t1), color in zip(tasks_by_dim.items(), series_colors(len(tasks_by_dim))):
@@ -1442,9 +1460,11 @@ def plot_sample_complexity(
             raise ValueError(f"slopes must be keyed by titles of panels, got {title!r} (panels: {list(panels)})")
         if not isinstance(exponents, Mapping) or not all(_number(v) for v in exponents.values()):
             raise ValueError(f"slopes[{title!r}] must map learners to exponents (numbers), got {exponents!r:.80}")
+        if extra := [name for name in exponents if name not in panels[title][1]]:  # it would be left out unseen
+            raise ValueError(f"slopes[{title!r}] must give learners drawn in that panel, got {extra}")
     fig, axes = plt.subplots(1, len(panels), figsize=_size(FIGURE_WIDTH, 3.4), squeeze=False)
     for ax, (title, (xs, curves)) in zip(axes[0], panels.items()):
-        xs = np.asarray(xs, dtype=float)
+        xs = _numbers(xs)
         for (name, values), color in zip(curves.items(), colors_for(list(curves))):
             values = np.asarray(values, dtype=float).reshape(len(xs), -1)
             values = np.where(np.isfinite(values), values, np.nan)  # a learner that never reached: no marker
@@ -1559,7 +1579,7 @@ def _scatter_on_diagonal(ax: Axes, x: Tensor, y: Tensor, lims: Sequence[float], 
 
 @checked
 def plot_gd_beta_reading(
-    pred_read: Annotated[Float[Tensor, " B"], checks.Finite],
+    pred_read: Annotated[Float[Tensor, " B"], checks.Finite, checks.NonEmpty],
     pred_ltb: Annotated[Float[Tensor, " B"], checks.Finite],
     gamma_star: Annotated[Float[Tensor, "d d"], checks.Finite],
     gamma_read: Annotated[Float[Tensor, "d d"], checks.Finite],
@@ -1626,7 +1646,7 @@ def plot_gap_scaling(
     ``control[norm]`` the gaps of a control (grey dashed, ``control_label``). The LSAs and their closed forms are shades
     of ``label``'s method colour, dark to light in the order of the norms; ``limit`` a dotted horizontal level (the
     large-``n`` limit)."""
-    ns = np.asarray(ns, dtype=float)
+    ns = _numbers(ns)
     for norm, gaps in trained.items():
         if not _number(norm, 0):  # keys read back from JSON are strings
             raise ValueError(
@@ -1638,6 +1658,8 @@ def plot_gap_scaling(
         for name, curves in {"closed": closed, "control": control or {}}.items():
             if curves.get(norm) is not None:
                 _curve(f"{name}[{norm}]", curves[norm], (len(ns),), log=True)
+    if extra := [norm for norm in control or {} if norm not in trained]:  # it would be left out unseen
+        raise ValueError(f"control must give norms of trained only, got {extra}")
     if ax is None:
         _, ax = plt.subplots(figsize=_size(6.4, 4.2))
     for j, (norm, gaps) in enumerate(trained.items()):
@@ -1682,7 +1704,7 @@ def plot_risk_ratios_against_n(
     dashed), dark to light over the signal-to-noise ratios ``snrs``. ``ratios[snr, n][method]`` is the ratio at ``n`` in
     ``ns``."""
     if len(snrs) > 4:
-        raise ValueError(f"at most 4 signal-to-noise ratios can be told apart, got {len(snrs)}")
+        raise ValueError(f"snrs must hold at most 4 signal-to-noise ratios (told apart by shade), got {len(snrs)}")
     linestyles = {"GD-β": "-", "GD-0": ":", "GD++": "--"} if linestyles is None else linestyles
     for name, style in linestyles.items():
         try:
@@ -1778,6 +1800,8 @@ def plot_feature_errors(histories: FeatureRuns, *, level: Positive | None = None
     for ax, (title, hist) in zip(axes[0], histories.items()):
         loss_k = np.asarray(hist.records["loss_k"])
         n = loss_k.shape[1]
+        if n > config.MAX_SERIES:  # a line and a colour each
+            raise ValueError(f"histories must record at most {config.MAX_SERIES} features' losses, got {n}")
         series = {f"$L_{{{k + 1}}}$": loss_k[:, k] for k in range(n)}
         styles = {
             name: {"color": PALETTE[0], "linewidth": 2.5}  # the dominant feature
@@ -1799,18 +1823,20 @@ def plot_attention_snapshots(steps: Grid, attn: Sequence | np.ndarray, *, at: Gr
     """Heatmaps of the expected attention (see :func:`plot_attention_heatmaps`) at the recorded steps ``at``
     (each rounded up to the next recorded step). ``steps``: shape ``(T,)``; ``attn``: shape ``(T, K, K)``."""
     _curve("attn", attn, (len(steps), "K", "K"), finite=False)
-    steps, attn = np.asarray(steps), np.asarray(attn)
+    if len(at) > config.MAX_SERIES:  # a panel each
+        raise ValueError(f"at must hold at most {config.MAX_SERIES} steps (a panel each), got {len(at)}")
+    steps, attn = _numbers(steps), np.asarray(attn)
     if np.any(np.diff(steps) <= 0):  # the search for each of at's steps needs them in order
         raise ValueError(f"steps must increase, got {steps.tolist()[:8]}")
     picks = [min(int(np.searchsorted(steps, t)), len(steps) - 1) for t in at]
     fig, axes = plt.subplots(
         1, len(picks), figsize=_size(3.5 * len(picks), 3.6), constrained_layout=True, squeeze=False
     )
-    plot_attention_heatmaps([attn[i] for i in picks], [f"step {steps[i]}" for i in picks], axes=axes[0])
+    plot_attention_heatmaps([attn[i] for i in picks], [f"step {steps[i]:g}" for i in picks], axes=axes[0])
     return tidy(fig)
 
 
-PhaseEnds = declare(_ARRAY, _three_steps, "three steps in order, each a number or inf (never)")
+PhaseEnds = declare(_ARRAY, _three_steps, "three steps >= 0 in order, each a number or inf (never)")
 
 
 @checked
@@ -1827,7 +1853,7 @@ def plot_phase_weights(
         raise ValueError(f"feature and other must be < K = {K}, got {feature} and {other}")
     if other in (0, feature):  # B_{k,1} is drawn already, and B_{k,k} is A_k
         raise ValueError(f"other must be neither 0 (the dominant feature) nor feature = {feature}, got {other}")
-    steps, w = np.asarray(steps), np.asarray(w)
+    steps, w = _numbers(steps), np.asarray(w)
     k, m = feature, other
     fig, ax = plt.subplots(figsize=_size(8, 4.2))
     plot_lines(
@@ -1858,8 +1884,14 @@ def plot_phase_weights(
 
 
 ConvergencePanels = sequence_of(
-    lambda p: _holds(p, "x", "xlabel", "times") and _grid(p["x"], 0) and isinstance(p["times"], Mapping),
-    "panels, mappings with x, xlabel and times, x finite numbers > 0 (a log axis)",
+    lambda p: (
+        _holds(p, "x", "xlabel", "times")
+        and _grid(p["x"], 0)
+        and isinstance(p["times"], Mapping)
+        and len(p["times"]) > 0
+        and isinstance(p.get("bounds", {}), Mapping)
+    ),
+    "panels, mappings with x, xlabel and times (at least one), x finite numbers > 0 (a log axis), bounds a mapping",
 )
 
 
@@ -1905,6 +1937,7 @@ def plot_convergence_times(panels: ConvergencePanels) -> Figure:
 SpeedResults = sequence_of(
     lambda r: (
         _holds(r, "device", "config", "rows", "ensembles")
+        and len(r["rows"]) + len(r["ensembles"]) > 0
         and all(_holds(row, "name", "prompts_per_s") and _number(row["prompts_per_s"], 0) for row in r["rows"])
         and all(_holds(e, "name", "models", "time_ratio") and _number(e["time_ratio"], 0) for e in r["ensembles"])
     ),

@@ -42,6 +42,8 @@ class Prompt:
     y_query: Float[Tensor, " B"]
 
     def __post_init__(self) -> None:
+        if self.x.device.type == "meta":  # no values: every estimator would return meta tensors
+            raise ValueError("x must hold values, but is on the meta device")
         for name in ("y", "x_query", "y_query"):
             other = getattr(self, name)
             if other.device != self.x.device or other.dtype != self.x.dtype:

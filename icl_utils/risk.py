@@ -173,6 +173,8 @@ def query_risk(
     total, total_sq = 0.0, 0.0
     for start in range(0, n_prompts, chunk_size):
         prompt = task.sample(min(chunk_size, n_prompts - start), n, generator)
+        if not isinstance(prompt, Prompt):
+            raise TypeError(f"task must sample Prompts (task.sample(batch, n, generator)), got {type(prompt).__name__}")
         errors = _scored(predict(prompt), prompt, query_only=True, name="predict").double()
         total, total_sq = total + errors.sum().item(), total_sq + errors.square().sum().item()
     mean = total / n_prompts
@@ -261,6 +263,8 @@ def empirical_and_expected_risk(model: AttentionOnFeatures, pool: PromptPool, ta
     ``Gamma``). Their gap measures memorization."""
     if model.dim != task.dim:
         raise ValueError(f"task must be of the model's dim={model.dim}, got task.dim = {task.dim}")
+    if pool.prompts.dim != model.dim:
+        raise ValueError(f"pool must hold prompts of the model's dim={model.dim}, got {pool.prompts.dim}")
     empirical = model_errors(model, pool.prompts).mean().item()
     return empirical, attention_risk(model.features, task, pool.prompts.n_context, model.gamma).item()
 
@@ -281,6 +285,8 @@ def gamma_erm_risks(
     prompts of ``n`` examples, for every ``T`` in ``sizes`` and ``repeats`` independent pools each: shape
     ``(len(sizes), repeats, 2)``. The features of ``model`` stay fixed; its ``Gamma`` is left at the last fit."""
     checks.allocation("max(sizes) * (n + 1) * task.dim (the largest pool)", max(sizes) * (n + 1) * task.dim)
+    if model.dim != task.dim:
+        raise ValueError(f"task must be of the model's dim={model.dim}, got task.dim = {task.dim}")
     out = np.empty((len(sizes), repeats, 2))
     for i, t in enumerate(sizes):
         for r in range(repeats):
@@ -504,7 +510,7 @@ def bootstrap_interval(
     ``(estimate, low, high)`` with the central ``level`` of the resampled statistics. Infinite statistics are
     order statistics like any other; if one resample's statistic is nan (it cannot be computed), the interval is
     ``(nan, nan)``, which no claim passes."""
-    groups = [np.asarray(g) for g in groups]
+    groups = [checks.real_array(f"groups[{i}]", g) for i, g in enumerate(groups)]
     takes(statistic, ["an array"] * len(groups), "statistic")  # one argument per group
     rng = np.random.default_rng(seed)
     estimate = _real(statistic(*groups))
@@ -518,7 +524,7 @@ def bootstrap_interval(
 
 def _real(value: object, name: str = "statistic") -> float:
     """The value that the argument ``name`` (a callable) returned, as a float, or a TypeError naming ``name``."""
-    if value is None or isinstance(value, (str, bytes, bool)) or np.ndim(value) != 0:
+    if value is None or isinstance(value, (str, bytes, bool, complex)) or np.ndim(value) != 0 or np.iscomplexobj(value):
         raise TypeError(f"{name} must return one real number, got {value!r:.80}")
     return float(value)
 

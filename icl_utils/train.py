@@ -26,6 +26,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 import torch
+from beartype.vale import Is
 from jaxtyping import Real
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -33,7 +34,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from icl_utils import checks
 from icl_utils.checks import Count, Finite, NonNegative, Positive, Seed, Size, Steps, Task, checked, sequence_of
-from icl_utils.config import make_generator, progress_bar
+from icl_utils.config import MAX_SCALE, make_generator, progress_bar
 from icl_utils.exact import AttentionMoments, profiled_attention_risk
 from icl_utils.models.base import fixed_sample
 from icl_utils.models.feature_attention import AttentionOnFeatures
@@ -121,7 +122,9 @@ class TrainConfig:
 
 
 # per-step losses: one per step, or one per step and model trained together (a comment, not an autodoc member)
-Losses = Annotated[Real[np.ndarray, " T *S"], Finite]
+Losses = Annotated[
+    Real[np.ndarray, " T *S"], Finite, checks.says(Is[lambda a: bool((a >= 0).all())], "mean squared errors, >= 0")
+]
 
 
 @checked
@@ -425,7 +428,11 @@ def batched_by_default(model: nn.Module, task: Task, config: TrainConfig) -> boo
     always on a GPU; on a CPU when the matrix products of one forward pass on ``batch_size`` prompts of
     ``n_context`` examples (a curriculum's largest) cost at most :data:`BATCHED_FLOPS` (counted on prompts of
     zeros: the task is not sampled)."""
-    param = next(model.parameters())
+    param = next(model.parameters(), None)
+    if param is None:
+        raise ValueError("model must have parameters to train, got none")
+    if getattr(model, "dim", task.dim) != task.dim:
+        raise ValueError(f"task must have the model's input dimension {model.dim}, got task.dim = {task.dim}")
     if param.device.type != "cpu":
         return True
     batch, n, zeros = config.batch_size, config.n_context, functools.partial(torch.zeros, dtype=param.dtype)
@@ -666,6 +673,8 @@ def train_parallel(
     for i, model in enumerate(models):
         if next(model.parameters(), None) is None:
             raise ValueError(f"models[{i}] has no parameters to train")
+        if next(model.parameters()).device.type == "meta":
+            raise ValueError(f"models[{i}] is on the meta device: it holds no values to train")
     if not all(p.device.type == "cpu" for model in models for p in model.parameters()):
         return _train_groups(models, tasks, config, seeds, progress, desc)
     jobs = [(models[i], tasks[i], config, seeds[i]) for i in range(len(models))]
@@ -750,8 +759,9 @@ def fit_gd_plus_plus_curvature(task: Task, n: Count, n_prompts: Count, seed: See
     if not callable(input_cov):
         raise TypeError(f"task must give its input covariance (input_cov()), got {type(task).__name__}")
     var = input_cov()[0, 0].item()
-    if not var > 0:  # the start 0.5 / Var x_1 needs a first input that varies
-        raise ValueError(f"task must give its first input a variance > 0, got {var}")
+    least = 0.5 / MAX_SCALE  # the start 0.5 / Var x_1 needs a first input that varies, and a step within scale
+    if not var >= least:
+        raise ValueError(f"task must give its first input a variance of at least {least:g}, got {var}")
     model = GDPlusPlus(task.dim, steps=2, matrix_step=False, lr=0.5 / var)
     fit_lbfgs(model, task.sample(n_prompts, n, make_generator(seed, "cpu")))
     return model.step.item(), model.gamma.item()

@@ -2395,7 +2395,7 @@ case(
 )
 case(
     "ridge a prompt on the meta device",
-    "prompt must hold values",
+    "x must hold values, but is on the meta device",
     lambda: est.ridge(
         prompt()
         .take(slice(None))
@@ -2556,7 +2556,7 @@ case(
 )
 case(
     "fit_gd_plus_plus_curvature a first input of variance 0",
-    "task must give its first input a variance > 0",
+    "task must give its first input a variance of at least",
     lambda: fit_gd_plus_plus_curvature(LinearRegression(dim=2, x_cov=torch.diag(torch.tensor([0.0, 1.0]))), 4, 8, 0),
 )
 case(

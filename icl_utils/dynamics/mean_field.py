@@ -243,7 +243,10 @@ def near_singular(particles: Particles, x: Inputs, k: Count, ridge: Positive = 1
     its loss (smallest eigenvalue below ``1000 * ridge`` times the largest): the student's features are nearly
     collinear, as at a saddle where neurons coincide."""
     h = _sigmoid_network(particles, x, k)
-    return _singular(h.mT @ h / x.shape[-2], ridge)
+    cov = h.mT @ h / x.shape[-2]
+    if not bool(checks.finite_flag(cov)):  # an overflow reads as no eigenvalue small: a wrong "no"
+        raise ValueError("particles made Sigma_{mu,mu} overflow: rescale particles (or x)")
+    return _singular(cov, ridge)
 
 
 def _singular(cov: Tensor, ridge: float = 1e-8) -> bool:
@@ -414,7 +417,10 @@ def descent_rotation(
     ``d = p - k - 1``)."""
     k = _student_k(student, x, "student")
     g = _loss_gradient(student, targets, x, k)
-    u, sing, vh = torch.linalg.svd(g.mT @ targets, full_matrices=False)  # G = E[g f^T], with the 1/K in g
+    cross = g.mT @ targets
+    if not bool(checks.finite_flag(cross)):
+        raise ValueError("targets made E[g f^T] overflow: rescale targets (or the student)")
+    u, sing, vh = torch.linalg.svd(cross, full_matrices=False)  # G = E[g f^T], with the 1/K in g
     return -(u @ vh), -sing.sum().item()
 
 
@@ -479,6 +485,8 @@ class BirthDeathPerturbation:
         return losses
 
     def __call__(self, step: int, particles: Tensor, loss: object = None) -> None:
+        if not 0 <= self.fraction <= 1:  # a field set after construction
+            raise ValueError(f"fraction must be in [0, 1], got {self.fraction}")
         if not self._checked:  # the first call
             current = self._losses(particles)
             self._checked.append(current)
@@ -504,6 +512,8 @@ class BirthDeathPerturbation:
                 if not isinstance(fresh, Tensor) or tuple(fresh.shape) != (count, cloud.shape[-1]):
                     said = tuple(fresh.shape) if isinstance(fresh, Tensor) else type(fresh).__name__
                     raise ValueError(f"sample_init must return ({count}, {cloud.shape[-1]}) particles, got {said}")
+                if not bool(checks.finite_flag(fresh)):
+                    raise ValueError("sample_init must return finite particles, got a NaN or an infinity")
                 cloud[idx.to(cloud.device)] = fresh.to(cloud.device, cloud.dtype)
             if self.perturbation:
                 cloud += gp_perturbation(cloud, self.generator, self.size, self.bandwidth)
@@ -537,7 +547,7 @@ class FeaturePrompts:
     prompt. The static and modified models read ``f`` (the loss over tasks in closed form), the attention model
     reads ``y``, as a transformer would."""
 
-    x: Annotated[Float[Tensor, "P n d"], checks.Finite]
+    x: Annotated[Float[Tensor, "P n d"], checks.Finite, checks.NonEmpty]
     f: Annotated[Float[Tensor, "P n ko"], checks.Finite]
     y: Annotated[Float[Tensor, "P n"], checks.Finite]
 
@@ -622,6 +632,8 @@ class MeanFieldRun:
     def __post_init__(self) -> None:
         if not isinstance(self.particles, Tensor):
             raise TypeError(f"particles must be a tensor, got {type(self.particles).__name__}")
+        if not isinstance(self.events, list):
+            raise TypeError(f"events must be a list of (step, student) pairs, got {type(self.events).__name__}")
         if self.gamma is not None and not isinstance(self.gamma, Tensor):
             raise TypeError(f"gamma must be a tensor or None, got {type(self.gamma).__name__}")
         if not isinstance(self.history, GDHistory) or "loss" not in self.history.records:
@@ -778,6 +790,8 @@ def run_gradient_descent(
         extra = record(particles) if record is not None else {}
         if not isinstance(extra, Mapping):
             raise TypeError(f"record must return a dict of named quantities, got {type(extra).__name__}")
+        if "loss" in extra:  # it would replace the training loss
+            raise ValueError("record must not return 'loss', the name of the recorded training loss")
         return {"loss": _static_loss_of(moments)} | dict(extra)
 
     hook = None
@@ -853,6 +867,10 @@ class SaddleEscape:
     offset: float
     r2: float
 
+    def __post_init__(self) -> None:
+        if not 0 < self.plateau_end <= len(self.steps):
+            raise ValueError(f"plateau_end must index the records, 1 to {len(self.steps)}, got {self.plateau_end}")
+
     @property
     def window(self) -> slice:
         """The records fitted: after the initial transient (the plateau's first third), up to the drop."""
@@ -886,6 +904,8 @@ def fit_saddle_escape(history: GDHistory, student: Size | None = None) -> Saddle
         if student is None or student >= loss.shape[1]:
             raise ValueError(f"student must say which of the history's {loss.shape[1]} students to fit, got {student}")
         loss, spread = loss[:, student], spread[:, student]
+    if not (np.isfinite(loss).all() and np.isfinite(spread).all()):
+        raise ValueError("history must hold finite 'loss' and 'spread' records, got a NaN or an infinity")
     plateau = loss > loss[0] - 0.5 * (loss[0] - loss[-1])
     plateau_end = int(np.argmin(plateau)) if not plateau.all() else len(plateau)
     if plateau_end < 6:

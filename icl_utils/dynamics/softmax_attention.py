@@ -28,7 +28,7 @@ from beartype.vale import Is
 from jaxtyping import Float, Int, Real
 from torch import Tensor
 
-from icl_utils import checks
+from icl_utils import checks, config
 from icl_utils.checks import (
     Count,
     Counts,
@@ -182,6 +182,8 @@ def run_gradient_descent(
         lengths = [int(v) for v in n_context]
     else:
         lengths = [n_context] * len(rows)
+    # the logits of every row, sample and pair of features, before the samples are drawn
+    checks.allocation("rows * n_samples * K * K (the attention logits)", len(rows) * n_samples * rows.shape[-1] ** 2)
     counts = torch.stack([sample_counts(p, n, n_samples, generator) for p, n in zip(rows, lengths)])
     if probs.ndim == 1:
         counts = counts[0]
@@ -290,6 +292,8 @@ def bound_terms(
     """The two terms of the bound on ``T_k`` (broadcast over ``n_features`` and ``eps``): ``K^2 log K / eta`` and
     ``K log(K eps^(-1/2)) / (eps eta)``; numbers for numbers."""
     k, eps = np.asarray(n_features, dtype=float), np.asarray(eps, dtype=float)
+    if (k > config.MAX_WIDTH).any():  # K^2 log K overflows far before float64 does
+        raise ValueError(f"n_features must be at most {config.MAX_WIDTH} (config.MAX_WIDTH), got {k.max():g}")
     if not (np.all(np.isfinite(k)) and np.all(k >= 2)) or not (np.all(eps > 0) and np.all(eps < 1)):
         raise ValueError("n_features must be at least 2 and eps in (0, 1)")
     try:
@@ -339,6 +343,7 @@ def concentration_quantile(
     """The ``quantile`` over ``n_samples`` fresh contexts of ``(1 - Attn_k)^2`` for a query on every feature
     ``k``, shape ``(K,)``: the high-probability attention concentration of the theorem (its mean is at most
     ``2 L_k`` whatever ``W`` is, since ``L_k >= E (1 - Attn_k)^2 / 2``)."""
+    checks.allocation("n_samples * K * K (the attention logits)", n_samples * len(probs) ** 2)
     counts = sample_counts(probs, n_context, n_samples, generator)
     own = _feature_attention(w, counts).diagonal(dim1=-2, dim2=-1)  # (S, K)
     return torch.quantile((1 - own).square(), quantile, dim=0)
@@ -483,6 +488,10 @@ class CalibratedBound:
     def __post_init__(self) -> None:
         if not 0 < self.n_fit < len(self.ratio):  # the fit saw some K and left at least one out
             raise ValueError(f"n_fit must be at least 1 and below the {len(self.ratio)} K of ratio, got {self.n_fit}")
+        if not np.isfinite(np.asarray(self.ratio, dtype=float)).all():
+            raise ValueError("ratio must hold finite ratios T_k / bound")
+        if not self.allowance >= 0:
+            raise ValueError(f"allowance must be >= 0 (a residual plus a spread), got {self.allowance}")
 
     @property
     def held_out(self) -> float:
@@ -497,6 +506,8 @@ def calibrate_bound(
     """Fit the bound's constants (:func:`fit_bound`) to the median ``T_k`` at the first ``n_fit`` values of
     ``n_features`` over every level of ``times``, and compare the bound so calibrated with ``T_k`` everywhere."""
     ks = np.asarray(_increasing_ks(n_features), dtype=float)
+    if not ((times.eps > 0) & (times.eps < 1)).all():
+        raise ValueError(f"times.eps must hold levels in (0, 1), got {times.eps.tolist()}")
     if ks.shape != (times.rest.shape[0],):
         raise ValueError(f"n_features must give one K per problem of times ({times.rest.shape[0]}), got {ks.shape}")
     if not np.isfinite(times.rest).all():  # an infinite T_k would make the allowance infinite
@@ -516,7 +527,7 @@ def calibrate_bound(
 def empirical_loss(
     w: Annotated[Float[Tensor, "K K"], checks.Finite],
     counts: Annotated[Float[Tensor, "M K"] | Int[Tensor, "M K"], _Tokens],
-    queries: Annotated[Int[Tensor, " M"], checks.NonEmpty],
+    queries: Annotated[Int[Tensor, " M"], checks.NonEmpty, checks.Finite],
     coords: Annotated[Float[Tensor, "M K"], checks.Finite],
 ) -> Tensor:
     """The squared error on fixed prompts, ``1/(2M) sum_i (y_hat_i - y_i)^2``, in the feature coordinates: prompt

@@ -48,6 +48,10 @@ def sample_memo(prompt: Prompt, key: str, compute: Callable[[], object]) -> obje
     ``key``; outside such a block, or for a prompt whose inputs need a gradient, always ``compute()``."""
     if not callable(compute):
         raise TypeError(f"compute must be a callable of no argument, got {type(compute).__name__}")
+    if not isinstance(prompt, Prompt):
+        raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, got {type(key).__name__}")
     fixed = _FIXED.get()
     if fixed is None or fixed[0] is not prompt or prompt.x.requires_grad or prompt.y.requires_grad:
         return compute()

@@ -149,6 +149,8 @@ class FixedFeatureAttention(AttentionOnFeatures):
             raise ValueError(f"features must give tensors of n_features={self.gamma.shape[0]} outputs, got {said}")
         if out.is_complex():  # the cast below would drop the imaginary part
             raise TypeError(f"features must give real features, got {out.dtype}")
+        if checks.values_checked() and not bool(checks.finite_flag(out.detach())) and bool(checks.finite_flag(x)):
+            raise ValueError("features must give finite features of finite inputs, got a NaN or an infinity")
         return out.to(self.gamma.dtype)
 
 
@@ -286,7 +288,9 @@ def fit_gamma(model: AttentionOnFeatures, prompt: Prompt, *, lam: Positive) -> N
         checks.warn_if_ill_conditioned("lam", lam, (a.square().sum(1) * f.square().sum(1)).mean())
         for name, t in (("the context summaries", a), ("the query features", f), ("the query labels", y)):
             if not bool(checks.finite_flag(t)):
-                raise ValueError(f"{name} of the stage-2 prompts are not finite: check the model's weights")
+                raise ValueError(
+                    f"{name} of the stage-2 prompts are not finite: rescale the prompt, or check the model's weights"
+                )
         # A Gram matrix plus a ridge: symmetric positive definite, solved by Cholesky (see _spd_solve).
         if m * m <= n_tasks:
             system = _kronecker_gram(a, f) / n_tasks

@@ -246,6 +246,8 @@ def gd_beta_from_ltb(model: LTB) -> GDBeta:
     """
     if not model.mlp:
         raise ValueError("an LSA has no MLP, so no learnable initialization to read; use an LTB")
+    if bad := checks.nonfinite_names({k: v.detach() for k, v in model.named_parameters()}):
+        raise ValueError(f"model must have finite weights to read, got NaN or infinite {', '.join(bad)}")
     d = model.dim
     c_full = (torch.eye(d + 1) + model.W_2.T.cpu() @ model.W_1.cpu())[d]
     u = (model.W_P.cpu() @ model.W_V.cpu()).T @ c_full

@@ -33,11 +33,10 @@ def sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
     together), evaluated on shared inputs ``(K, d)`` or on their own ``(S, K, d)``."""
     if isinstance(particles, Tensor) and not particles.is_floating_point():
         raise TypeError(f"particles must be a float tensor, got {particles.dtype}")
-    out = _sigmoid_network(particles, x, k)
-    if checks.values_checked():  # a NaN neuron would make every output NaN
-        checks.finite("particles", particles.detach())
+    if checks.values_checked() and isinstance(particles, Tensor) and isinstance(x, Tensor):
+        checks.finite("particles", particles.detach())  # a NaN neuron would make every output NaN
         checks.finite("x", x)
-    return out
+    return _sigmoid_network(particles, x, k)
 
 
 def _sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:

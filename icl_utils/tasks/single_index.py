@@ -158,7 +158,7 @@ class SingleIndexTasks:
 
     @checks.finite_result("x")
     @checked
-    def conditional_mean(self, x: Float[Tensor, "*batch {self.dim}"]) -> Tensor:
+    def conditional_mean(self, x: Annotated[Float[Tensor, "*batch {self.dim}"], checks.Finite]) -> Tensor:
         """The prompt-free predictor ``E[y | x]``, averaged over the task (direction and link), shape ``x.shape[:-1]``.
 
         Only ``c_k`` has a non-zero mean, so ``E[y | x] = E[c_k] E_beta[He_k(<x, beta>)]``; for ``beta`` uniform on
