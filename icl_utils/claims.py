@@ -286,14 +286,14 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
     no longer run (a killed run's: SIGKILL skips any cleanup) are removed, never a live writer's. Of concurrent
     writes the last rename wins, whole."""
     path = Path(path)
+    if len(path.name.encode()) > 200:  # with the temporary file's prefix and suffix, past most file systems' 255
+        raise ValueError(f"path must name a file of at most 200 bytes, got {len(path.name.encode())}")
     if path.is_dir():
         raise ValueError(f"path must name a file, got the folder {path}")
     try:
         text = json.dumps(data, indent=2, allow_nan=allow_nan, default=_plain_json) + "\n"
     except (ValueError, TypeError) as err:  # a NaN with allow_nan=False, a value JSON has no type for
         raise type(err)(f"data must hold only what JSON holds: {err}") from None
-    if len(path.name.encode()) > 200:  # with the temporary file's prefix and suffix, past most file systems' 255
-        raise ValueError(f"path must name a file of at most 200 bytes, got {len(path.name.encode())}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a file where a folder of the path would be

@@ -52,6 +52,7 @@ def cpu_busy(seconds: float = 0.3) -> float | None:
         raise TypeError(f"seconds must be a number, got {type(seconds).__name__}")
     if not 0 < seconds <= 60:
         raise ValueError(f"seconds must be in (0, 60], got {seconds}")
+    seconds = float(seconds)  # a NumPy float too (time.sleep takes no float32)
 
     def sample() -> tuple[int, int]:
         with open("/proc/stat") as f:

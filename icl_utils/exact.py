@@ -196,7 +196,8 @@ def _moments(
         torch.diag(task.prior_var()) if prior_cov is None else checks.psd_matrix("prior_cov", prior_cov, task.n_basis)
     )
     points = (4096 if task.dim == 1 else 2**15) if points is None else points
-    checks.allocation("points * n_basis (quadrature features)", points * task.n_basis, torch.float64)
+    # the features at the nodes, their weighted copies and products: about four such tensors at once
+    checks.allocation("4 * points * n_basis (quadrature features)", 4 * points * task.n_basis, torch.float64)
     nodes, basis = _quadrature(task, points)
     owner = getattr(features, "__self__", None)  # a model's bound method reads inputs of its parameters' dtype
     param = next(owner.parameters(), None) if isinstance(owner, nn.Module) else None
@@ -306,7 +307,7 @@ def bayes_risk(
     """
     mean, psi, h, noise = _gaussian_task(task)
     d = mean.shape[0]
-    checks.allocation("n * n (the noiseless kernel of one draw)", n * n, torch.float64)
+    checks.allocation("4 * n * n (the noiseless kernel of one draw, its solve)", 4 * n * n, torch.float64)
     chunk_size = config.prompts_per_chunk(n * (n + d)) if chunk_size is None else chunk_size
     h_sqrt = checks.psd_sqrt(h)
     solve = torch.linalg.solve if noise > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
@@ -395,7 +396,8 @@ def _lsa_moments(task: object) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     ``(D, D, d)`` and ``(d, d)`` with ``D = d + 1``: all that the LSA's risk reads, at every ``n``."""
     mean, psi, h, noise = _gaussian_task(task)
     d = mean.shape[0]
-    checks.allocation("(task.dim + 1)^4 (the tokens' fourth moments)", (d + 1) ** 4, torch.float64)
+    # several fourth-moment tensors of the tokens at once
+    checks.allocation("6 * (task.dim + 1)^4 (the tokens' fourth moments)", 6 * (d + 1) ** 4, torch.float64)
     # beta~ = (beta, 1) is Gaussian (degenerate in its last coordinate), so a polynomial of degree <= 2 in beta is
     # a quadratic form in beta~, and products of two of them average by Isserlis' theorem.
     mu = torch.cat([mean, torch.ones(1, dtype=torch.float64)])

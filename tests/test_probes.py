@@ -2805,7 +2805,7 @@ case(
 )
 case(
     "mf.gp_perturbation M x M too large",
-    "particles' M x M kernel",
+    "the particles' kernel, its eigenvectors",
     lambda: mf.gp_perturbation(torch.zeros(50_000, 5), gen(), 0.1, 1.0),
 )
 case(
@@ -2959,6 +2959,181 @@ case(
 )
 
 
+# --- a fifth campaign: results that overflow inside, the least-probed helpers, records and plots ----------------
+F64 = dict(dtype=torch.float64)
+LR2 = LinearRegression(dim=2)
+SI3 = SingleIndexTasks(dim=3, subspace_dim=2)
+X10, T10 = torch.randn(10, 2, generator=gen()), torch.randn(10, 2, generator=gen(1))
+case(
+    "gd_beta_risk beta0 1e200",
+    "beta0 or gamma made the result of gd_beta_risk overflow",
+    lambda: exact.gd_beta_risk(LR2, 4, torch.full((2,), 1e200, **F64), torch.eye(2, **F64)),
+)
+case(
+    "best_gd_beta_risk beta0 -1e200",
+    "beta0 made the result of optimal_gd_step overflow",
+    lambda: exact.best_gd_beta_risk(LR2, 4, torch.full((2,), -1e200, **F64)),
+)
+case(
+    "lsa_risk u 1e200",
+    "u or b made the result",
+    lambda: exact.lsa_risk(LR2, 4, torch.full((3,), 1e200, **F64), torch.zeros(3, 2, **F64)),
+)
+case(
+    "AttentionMoments negative E y^2",
+    "second must be E y\\^2 >= 0",
+    lambda: exact.AttentionMoments(
+        torch.tensor(-1.0, **F64), torch.eye(2, **F64), torch.eye(2, **F64), torch.eye(2, **F64)
+    ),
+)
+case(
+    "best_attention_excess noise above the risk",
+    "noise_var must be at most the risk",
+    lambda: exact.best_attention_excess(exact.AttentionMoments.of(NP_TASK.features, NP_TASK, points=64), [4], 1e6),
+)
+case(
+    "SingleIndexTasks.link z 1e30",
+    "z made the result of link overflow",
+    lambda: SI3.link(torch.full((2, 3), 1e30), SI3.sample_links(2, gen())),
+)
+case(
+    "SingleIndexTasks.conditional_mean NaN", "x must be", lambda: SI3.conditional_mean(torch.tensor([[NAN, 0.0, 0.0]]))
+)
+case(
+    "mf.static_loss targets 1e200",
+    "targets made the result of static_loss overflow",
+    lambda: mf.static_loss(PART.double(), T10.double() * 1e200, X10.double(), 2),
+)
+case(
+    "mf.near_singular particles 1e200",
+    "particles made Sigma",
+    lambda: mf.near_singular(PART.double() * 1e200, X10.double(), 2),
+)
+case(
+    "mf.descent_rotation targets 1e200",
+    "targets made E\\[g f\\^T\\] overflow",
+    lambda: mf.descent_rotation(PART.double(), T10.double() * 1e200, X10.double()),
+)
+case(
+    "mf.SaddleEscape plateau_end 0",
+    "plateau_end must index the records",
+    lambda: mf.SaddleEscape(np.arange(10), np.ones(10), np.ones(10), plateau_end=0, rate=0.1, offset=0.0, r2=1.0),
+)
+case(
+    "mf.fit_saddle_escape NaN loss",
+    "history must hold finite 'loss' and 'spread'",
+    lambda: mf.fit_saddle_escape(GDHistory(np.arange(10), {"loss": np.r_[NAN, np.ones(9)], "spread": np.ones(10)})),
+)
+case(
+    "mf.MeanFieldRun events a str",
+    "events must be a list",
+    lambda: mf.MeanFieldRun(PART, None, GDHistory(np.arange(2), {"loss": np.ones(2)}), events="none"),
+)
+case("GDHistory steps decreasing", "steps must increase", lambda: GDHistory(np.array([2, 1, 0]), {"loss": np.ones(3)}))
+case("TrainHistory negative losses", "losses must be", lambda: TrainHistory(np.array([-1.0, 0.5]), 1.0))
+case(
+    "sa.CalibratedBound negative allowance",
+    "allowance must be >= 0",
+    lambda: sa.CalibratedBound(a=1.0, b=1.0, bound=np.ones(3), ratio=np.ones(3), allowance=-0.5, n_fit=1),
+)
+case("sa.bound_terms n_features 1e300", "n_features must be at most", lambda: sa.bound_terms(1e300, 0.1, 1.0))
+case(
+    "sa.run_gradient_descent logits sized by n_samples",
+    "n_samples \\* K \\* K",
+    lambda: sa.run_gradient_descent(
+        torch.full((2048,), 1 / 2048), 3, steps=1, lr=0.1, n_samples=1000, generator=gen(), progress=False
+    ),
+)
+case(
+    "least_squares overflow",
+    "prompt's values",
+    lambda: est.least_squares(
+        Prompt(
+            torch.ones(1, 2, 1, **F64),
+            torch.full((1, 2), 1e308, **F64),
+            torch.full((1, 1), 2.0, **F64),
+            torch.zeros(1, **F64),
+        )
+    ),
+)
+case(
+    "kernel_ridge labels whose errors overflow",
+    "prompt's labels make every leave-one-out error overflow",
+    lambda: est.kernel_ridge(Prompt(_P64.x, _P64.y * 1e160, _P64.x_query, _P64.y_query * 1e160)),
+)
+case(
+    "kernel_ridge a million bandwidths",
+    "bandwidth must hold at most",
+    lambda: est.kernel_ridge(prompt(), bandwidth=[1.0] * 10**6),
+)
+case(
+    "GPT predict on inputs 1e30",
+    "prompt made the result of predict overflow",
+    lambda: ICLTransformer(GPTConfig(n_dims=2, n_context=4, n_embd=8, n_layer=1, n_head=1)).predict(
+        Prompt(prompt().x * 1e30, prompt().y, prompt().x_query * 1e30, prompt().y_query)
+    ),
+)
+case(
+    "held_out_errors complex predictions",
+    "fit\\(prompt\\) must predict real numbers",
+    lambda: risk.held_out_errors(
+        lambda p: lambda x: torch.zeros(x.shape[:2], dtype=torch.complex64), LR2, 3, 4, 5, gen()
+    ),
+)
+case(
+    "bootstrap_interval groups of text",
+    "groups\\[0\\] must be",
+    lambda: risk.bootstrap_interval(np.mean, [np.array(["a", "b", "c"])], reps=10),
+)
+case(
+    "mean_and_band errors 1e200",
+    "errors made the result",
+    lambda: risk.mean_and_band(torch.tensor([[1e200], [3e200], [2e200]], **F64)),
+)
+case(
+    "swap_contexts a meta prompt",
+    "x must hold values",
+    lambda: swap_contexts(Prompt(*(torch.zeros(3, *s, device="meta") for s in ((4, 2), (4,), (2,), ())))),
+)
+case(
+    "checks.prompt_fits a str module",
+    "module must be a torch.nn.Module",
+    lambda: checks.prompt_fits(torch.zeros(3, 2), "LTB"),
+)
+case("checks.psd_sqrt negative definite", "cov must be positive semi-definite", lambda: checks.psd_sqrt(-torch.eye(2)))
+case("checks.same_dtype unknown name", "names must be arguments", lambda: checks.same_dtype("a", "c")(lambda a, b: a))
+case(
+    "claims.table status a number",
+    "claims\\[0\\]\\['status'\\] must be a str",
+    lambda: claims.table([{**CLAIM.as_dict(), "status": 3}]),
+)
+case(
+    "write_json a name past 200 bytes",
+    "path must name a file of at most 200 bytes",
+    lambda: claims.write_json(A_FILE.parent / ("x" * 300 + ".json"), {"a": 1}),
+)
+case(
+    "plot_attention_heatmaps weights of 5",
+    "attn\\[0\\] must hold attention weights in \\[0, 1\\]",
+    lambda: plotting.plot_attention_heatmaps([np.full((2, 2), 5.0)], ["a"], axes=[plt.subplots()[1]]),
+)
+case(
+    "plot_phase_weights a negative boundary",
+    "boundaries must be",
+    lambda: plotting.plot_phase_weights([0, 1, 2, 3], np.zeros((4, 3, 3)), feature=1, other=2, boundaries=[-5, 1, 2]),
+)
+case(
+    "plot_convergence_times no times",
+    "panels must be",
+    lambda: plotting.plot_convergence_times([{"x": [1, 2], "xlabel": "K", "times": {}}]),
+)
+case(
+    "plot_risk_ratios_against_n 5 ratios",
+    "snrs must hold at most 4",
+    lambda: plotting.plot_risk_ratios_against_n([2, 4], {}, snrs=[0.5, 1.0, 2.0, 4.0, 8.0]),
+)
+
+
 @pytest.mark.parametrize("id, pattern, call", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_a_named_error(id, pattern, call):
     with pytest.raises((ValueError, TypeError), match=pattern):
@@ -3007,6 +3182,16 @@ VALID = {
     ),
     "figsize a list": lambda: plotting.plot_error_panels({"a": {"b": torch.rand(4, 5) + 0.1}}, figsize=[12, 4]),
     "colors_for a numpy array of labels": lambda: plotting.colors_for(np.array(["lsa", "ridge"])),
+    "plot_error_curves x that requires a gradient": lambda: plotting.plot_error_curves(
+        {"a": torch.rand(3, 4) + 0.1}, x=torch.arange(4.0, requires_grad=True)
+    ),
+    "plot_rate_curves oracle as nested lists": lambda: plotting.plot_rate_curves(
+        [2, 4], {1.0: [0.1, 0.05]}, oracle={1.0: [[0.1, 0.01], [0.05, 0.01]]}, oracle_n=[2, 4]
+    ),
+    "particle_spread uint8 labels": lambda: mf.particle_spread(
+        torch.randn(2, 4, 5), groups=torch.tensor([0, 0, 1, 1], dtype=torch.uint8)
+    ),
+    "cpu_busy a numpy float": lambda: config.cpu_busy(np.float32(0.01)),
     "plot_attention_heatmaps a 3-D array": lambda: plotting.plot_attention_heatmaps(
         np.stack([np.eye(2), np.eye(2)]), ["a", "b"], axes=plt.subplots(1, 2)[1]
     ),

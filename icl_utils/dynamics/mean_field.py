@@ -434,7 +434,10 @@ def gp_perturbation(
     """A displacement of every particle drawn from a vector-valued Gaussian process ``xi ~ GP(0, K(theta, theta') I)``
     with the Gaussian kernel of ``bandwidth``, evaluated at the particles: nearby particles move together, as a
     smooth velocity field on parameter space would move them (the paper's Definition E.8). Scaled by ``size``."""
-    checks.allocation("particles' M x M kernel", particles.shape[0] ** 2, torch.float64)
+    # the kernel, its eigenvectors and the root: three M x M matrices
+    checks.allocation(
+        "3 * M * M (the particles' kernel, its eigenvectors and root)", 3 * particles.shape[0] ** 2, torch.float64
+    )
     p = particles.detach().double()
     kernel = torch.exp(-torch.cdist(p, p).square() / (2 * bandwidth**2))
     # The symmetric square root, not a Cholesky factor with jitter: coincident particles have equal rows of the
