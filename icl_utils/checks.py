@@ -170,6 +170,14 @@ def prompt_fits(prompt_x: Tensor, module: torch.nn.Module, name: str = "prompt")
         )
 
 
+def task_fits(model: torch.nn.Module, task: object) -> None:
+    """A ValueError naming ``task`` unless it has the input dimension of ``model`` (a model without a ``dim`` fits
+    any task), before a sample of the wrong width reaches the model's first product."""
+    dim = getattr(model, "dim", None)
+    if dim is not None and dim != task.dim:
+        raise ValueError(f"task must be of the model's dim={dim}, got task.dim = {task.dim}")
+
+
 def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> None:
     """Warn when a penalty is below 1e-10 of the largest Gram scale: float64 then loses most digits in the solve,
     and the result is close to the unpenalized limit. The text holds no other number, so Python's default shows

@@ -25,6 +25,7 @@ def _predict_linear(prompt: Prompt, w: Tensor) -> Tensor:
     return (w * prompt.x_query.double()).sum(-1).to(prompt.x.dtype)
 
 
+@checks.finite_result("prompt")
 def least_squares(prompt: Prompt) -> Tensor:
     """Minimum-norm least squares: ``w = X^+ y`` (the interpolant of least norm when ``n < d``)."""
     prompt = checks.prompt(prompt)
@@ -32,9 +33,10 @@ def least_squares(prompt: Prompt) -> Tensor:
         return torch.zeros_like(prompt.y_query)
     x = prompt.x.double()
     w = (torch.linalg.pinv(x) @ prompt.y.double()[..., None])[..., 0]
-    return _finite(_predict_linear(prompt, w), "prompt's values")
+    return _predict_linear(prompt, w)
 
 
+@checks.finite_result("prompt")
 @checked
 def ridge(prompt: Prompt, lam: Positive) -> Tensor:
     """Ridge regression ``w = (X^T X + lam I)^{-1} X^T y`` (the penalty is on the sum, not the mean, of losses)."""
@@ -48,9 +50,10 @@ def ridge(prompt: Prompt, lam: Positive) -> Tensor:
         w = torch.linalg.solve(gram, (x.transpose(1, 2) @ y[..., None]))[..., 0]
     except torch.linalg.LinAlgError as err:  # fewer examples than dimensions, and lam lost in rounding
         raise ValueError(f"lam = {lam} is too small for these prompts: X^T X + lam I is singular ({err})") from None
-    return _finite(_predict_linear(prompt, w), f"prompt's values, with lam = {lam},")
+    return _predict_linear(prompt, w)
 
 
+@checks.finite_result("prompt", "prior_mean")
 @checked
 def bayes_linear_regression(
     prompt: Prompt,
@@ -74,7 +77,7 @@ def bayes_linear_regression(
     mean = prior_mean.double().to(dev)
     cov = checks.psd_matrix("prior_cov", prior_cov, prompt.dim).to(dev)
     if prompt.n_context == 0:
-        return _finite(_predict_linear(prompt, mean.expand(prompt.batch_size, -1)), "prompt and prior_mean")
+        return _predict_linear(prompt, mean.expand(prompt.batch_size, -1))
     x, y = prompt.x.double(), prompt.y.double()
     resid = y - x @ mean
     if noise_var > 0 and prompt.n_context > prompt.dim:
@@ -86,7 +89,7 @@ def bayes_linear_regression(
         gram = gram + noise_var * torch.eye(prompt.dim, dtype=x.dtype, device=dev)
         rhs = root @ (x.transpose(1, 2) @ resid[..., None])
         w = mean + (root @ torch.linalg.solve(gram, rhs))[..., 0]
-        return _finite(_predict_linear(prompt, w), "prompt and prior_mean")
+        return _predict_linear(prompt, w)
     kernel = x @ cov @ x.transpose(1, 2)
     if noise_var > 0:
         checks.warn_if_ill_conditioned("noise_var", noise_var, kernel.diagonal(dim1=1, dim2=2).sum(-1))
@@ -94,7 +97,7 @@ def bayes_linear_regression(
     solve = torch.linalg.solve if noise_var > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
     alpha = solve(kernel, resid[..., None])
     w = mean + ((cov @ x.transpose(1, 2)) @ alpha)[..., 0]
-    return _finite(_predict_linear(prompt, w), "prompt and prior_mean")
+    return _predict_linear(prompt, w)
 
 
 @checked
@@ -238,13 +241,14 @@ def averaging(prompt: Prompt) -> Tensor:
     return _one_step_gd(prompt, 1.0, "prompt's values (their products x_i y_i x_query)")
 
 
+@checks.finite_result("prompt")
 def prompt_mean(prompt: Prompt) -> Tensor:
     """The mean of the context's labels: a learner that reads the prompt but fits only a constant (zero when
     ``n = 0``)."""
     prompt = checks.prompt(prompt)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
-    return _finite(prompt.y.mean(1), f"prompt's labels (their sum in {prompt.y.dtype})")
+    return prompt.y.mean(1)
 
 
 @checked

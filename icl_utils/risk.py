@@ -261,8 +261,7 @@ def empirical_and_expected_risk(model: AttentionOnFeatures, pool: PromptPool, ta
     ``task`` at the pool's context length (the expected risk, exact by :func:`~icl_utils.exact.attention_risk` with
     the model's own
     ``Gamma``). Their gap measures memorization."""
-    if model.dim != task.dim:
-        raise ValueError(f"task must be of the model's dim={model.dim}, got task.dim = {task.dim}")
+    checks.task_fits(model, task)
     if pool.prompts.dim != model.dim:
         raise ValueError(f"pool must hold prompts of the model's dim={model.dim}, got {pool.prompts.dim}")
     empirical = model_errors(model, pool.prompts).mean().item()
@@ -285,8 +284,7 @@ def gamma_erm_risks(
     prompts of ``n`` examples, for every ``T`` in ``sizes`` and ``repeats`` independent pools each: shape
     ``(len(sizes), repeats, 2)``. The features of ``model`` stay fixed; its ``Gamma`` is left at the last fit."""
     checks.allocation("max(sizes) * (n + 1) * task.dim (the largest pool)", max(sizes) * (n + 1) * task.dim)
-    if model.dim != task.dim:
-        raise ValueError(f"task must be of the model's dim={model.dim}, got task.dim = {task.dim}")
+    checks.task_fits(model, task)
     out = np.empty((len(sizes), repeats, 2))
     for i, t in enumerate(sizes):
         for r in range(repeats):
@@ -406,8 +404,7 @@ def attention_risk_terms(
     ``G = E f f^T`` from ``2^16`` further inputs. The query's label is a context label of the same task (the
     same distribution, noise included).
     """
-    if getattr(model, "dim", task.dim) != task.dim:
-        raise ValueError(f"task must have the model's input dimension {model.dim}, got task.dim = {task.dim}")
+    checks.task_fits(model, task)
     m = model.gamma.shape[0]
     # a prompt's points and features, and the products of a chunk: about four tensors that size at once
     checks.allocation("4 * n_points * (m + task.dim)", 4 * n_points * (m + task.dim))

@@ -431,8 +431,7 @@ def batched_by_default(model: nn.Module, task: Task, config: TrainConfig) -> boo
     param = next(model.parameters(), None)
     if param is None:
         raise ValueError("model must have parameters to train, got none")
-    if getattr(model, "dim", task.dim) != task.dim:
-        raise ValueError(f"task must have the model's input dimension {model.dim}, got task.dim = {task.dim}")
+    checks.task_fits(model, task)
     if param.device.type != "cpu":
         return True
     batch, n, zeros = config.batch_size, config.n_context, functools.partial(torch.zeros, dtype=param.dtype)

@@ -2723,15 +2723,15 @@ case(
 )
 _P64 = prompt(dtype=torch.float64)
 HUGE_PROMPT = Prompt(_P64.x * 1e200, _P64.y, _P64.x_query * 1e200, _P64.y_query)
-case("ridge overflowing predictions", "prompt's values, with lam", lambda: est.ridge(HUGE_PROMPT, 1.0))
+case("ridge overflowing predictions", "prompt made the result of ridge overflow", lambda: est.ridge(HUGE_PROMPT, 1.0))
 case(
     "bayes overflowing predictions",
-    "prompt and prior_mean",
+    "prompt or prior_mean made the result of bayes_linear_regression",
     lambda: est.bayes_linear_regression(HUGE_PROMPT, torch.zeros(2), torch.eye(2), 0.1),
 )
 case(
     "bayes prior_mean 1e300",
-    "prompt and prior_mean",
+    "prompt or prior_mean made the result of bayes_linear_regression",
     lambda: est.bayes_linear_regression(prompt(), torch.full((2,), 1e300, dtype=torch.float64), torch.eye(2), 0.1),
 )
 case(
@@ -2741,7 +2741,7 @@ case(
 )
 case(
     "prompt_mean overflow",
-    "prompt's labels",
+    "prompt made the result of prompt_mean",
     lambda: est.prompt_mean(Prompt(prompt().x, torch.full((3, 4), 3e38), prompt().x_query, prompt().y_query)),
 )
 case(
@@ -2865,7 +2865,7 @@ case(
 )
 case(
     "attention_risk_terms task of another dim",
-    "task must have the model's input dimension",
+    "task must be of the model's dim=2",
     lambda: risk.attention_risk_terms(
         FeatureAttention(2, 4, generator=gen()), SingleIndexTasks(dim=3, subspace_dim=1), 2, 2, gen()
     ),
@@ -3046,7 +3046,7 @@ case(
 )
 case(
     "least_squares overflow",
-    "prompt's values",
+    "prompt made the result of least_squares",
     lambda: est.least_squares(
         Prompt(
             torch.ones(1, 2, 1, **F64),
