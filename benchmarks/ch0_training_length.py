@@ -25,7 +25,7 @@ from icl_utils.train import TrainConfig, train_parallel
 
 # chapter 0's quick Config: its GPT and its schedule, with the number of steps varied
 MODEL = GPTConfig(n_dims=5, n_context=10, n_embd=32, n_layer=3, n_head=2)
-TRAIN = TrainConfig(steps=2000, batch_size=64, n_context=10, lr=1e-3, schedule="cosine", bf16=True)
+TRAIN = TrainConfig(steps=1500, batch_size=64, n_context=10, lr=1e-3, schedule="cosine", bf16=True)
 SEED, N_TEST, LAMS = 10, 4096, np.geomspace(1e-3, 10, 21).tolist()
 
 
