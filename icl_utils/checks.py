@@ -7,6 +7,7 @@ semi-definite) is checked by the helpers below."""
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 from collections.abc import Callable, Iterator
@@ -143,8 +144,10 @@ def psd_matrix(name: str, value: object, dim: int) -> Tensor:
 
 def psd_sqrt(cov: Tensor) -> Tensor:
     """The symmetric square root of a PSD matrix (works for singular matrices too)."""
-    if not isinstance(cov, Tensor) or cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
-        raise ValueError(f"cov must be a square matrix (a tensor), got {type(cov).__name__}")
+    if not isinstance(cov, Tensor) or cov.ndim != 2 or cov.shape[0] != cov.shape[1] or not len(cov):
+        raise ValueError(f"cov must be a non-empty square matrix (a tensor), got {type(cov).__name__}")
+    if not cov.is_floating_point():  # eigh takes floats only
+        raise TypeError(f"cov must be a float tensor, got {cov.dtype}")
     if not torch.allclose(cov, cov.T, rtol=1e-5, atol=1e-8 * float(cov.abs().max())):  # eigh reads one triangle
         raise ValueError("cov must be symmetric (eigh would read one triangle of it)")
     evals, evecs = torch.linalg.eigh(cov)
@@ -173,6 +176,10 @@ def prompt_fits(prompt_x: Tensor, module: torch.nn.Module, name: str = "prompt")
 def task_fits(model: torch.nn.Module, task: object) -> None:
     """A ValueError naming ``task`` unless it has the input dimension of ``model`` (a model without a ``dim`` fits
     any task), before a sample of the wrong width reaches the model's first product."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(getattr(task, "dim", None), bool) or not isinstance(getattr(task, "dim", None), numbers.Integral):
+        raise TypeError(f"task must be a task family with an int dim (a TaskFamily), got {type(task).__name__}")
     dim = getattr(model, "dim", None)
     if dim is not None and dim != task.dim:
         raise ValueError(f"task must be of the model's dim={dim}, got task.dim = {task.dim}")
@@ -184,8 +191,10 @@ def warn_if_ill_conditioned(name: str, penalty: float, gram_scale: Tensor) -> No
     it once per call site and penalty, not once per call."""
     if isinstance(penalty, bool) or not isinstance(penalty, numbers.Real):
         raise TypeError(f"penalty must be a number, got {type(penalty).__name__}")
-    if not isinstance(gram_scale, Tensor):
-        raise TypeError(f"gram_scale must be a tensor, got {type(gram_scale).__name__}")
+    if not math.isfinite(penalty):
+        raise ValueError(f"penalty must be finite, got {penalty}")
+    if not isinstance(gram_scale, Tensor) or not gram_scale.numel():
+        raise TypeError(f"gram_scale must be a non-empty tensor, got {type(gram_scale).__name__}")
     scale = gram_scale.max().item()
     if penalty < 1e-10 * scale:
         warnings.warn(
@@ -204,7 +213,7 @@ def same_device(a: torch.device | str, b: torch.device | str) -> bool:
             dev = torch.device(dev)
         except (RuntimeError, TypeError) as err:
             raise ValueError(f"{name} must be a device (a torch.device or a name such as 'cpu'): {err}") from None
-        if dev.type == "cuda" and dev.index is None:
+        if dev.type == "cuda" and dev.index is None and torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())
         return dev
 
@@ -290,8 +299,10 @@ class Diverged(FloatingPointError, ValueError):
 def finite_losses(losses: Tensor, first_step: int) -> None:
     """Raise a FloatingPointError if a block of recorded losses (rows are steps, the first being ``first_step``)
     holds a NaN or an infinity, naming the first such step."""
-    if not isinstance(losses, Tensor):
-        raise TypeError(f"losses must be a tensor, got {type(losses).__name__}")
+    if not isinstance(losses, Tensor) or losses.ndim == 0:  # rows are steps
+        raise TypeError(f"losses must be a tensor of one row per step, got {type(losses).__name__}")
+    if isinstance(first_step, bool) or not isinstance(first_step, numbers.Integral):
+        raise TypeError(f"first_step must be an int, got {type(first_step).__name__}")
     finite = torch.isfinite(losses).reshape(len(losses), -1).all(dim=1) if losses.ndim > 1 else torch.isfinite(losses)
     if not bool(finite.all()):
         bad = int((~finite).nonzero()[0, 0])
@@ -312,6 +323,8 @@ def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> No
         raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
     if isinstance(values, bool) or not isinstance(values, numbers.Integral):
         raise TypeError(f"values must be an int (a count of entries), got {type(values).__name__}")
+    if values < 0:
+        raise ValueError(f"values must be a count of entries >= 0, got {values}")
     size = values * dtype.itemsize
     if size > config.MAX_ELEMENTS * 4:
         raise ValueError(
@@ -328,5 +341,5 @@ def sample_sizes(batch: object, n: object, gen: object, dim: int | None = None) 
     if not isinstance(gen, torch.Generator):  # samplers draw on its device
         raise TypeError(f"generator must be a torch.Generator, got {type(gen).__name__}")
     if dim is not None:
-        allocation("batch * (n + 1) * dim", batch * (n + 1) * dim)
+        allocation("batch * (n + 1) * dim", batch * (n + 1) * positive_int("dim", dim))
     return batch, n, gen

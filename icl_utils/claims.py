@@ -192,7 +192,9 @@ class Ledger:
 
     def __post_init__(self):
         given, self.claims = list(self.claims), []
-        for claim in given:
+        for i, claim in enumerate(given):
+            if not isinstance(claim, Claim):  # a JSON record is not a claim: its check is text
+                raise TypeError(f"claims[{i}] must be an icl_utils.claims.Claim, got {type(claim).__name__}")
             if any(c.id == getattr(claim, "id", None) for c in self.claims):
                 raise ValueError(f"claims must have distinct ids, but holds {claim.id!r} twice")
             self.add(claim)
@@ -214,15 +216,19 @@ class Ledger:
         """Raise :class:`LedgerError` listing every claim that does not stand as stated; return the ledger."""
         if not self.claims:
             raise LedgerError(f"the ledger of {self.chapter} holds no claim")
-        if bad := [type(c).__name__ for c in self.claims if not isinstance(c, Claim)]:  # appended by hand
-            raise TypeError(f"claims must hold Claims only (add them with add()), got {', '.join(bad)}")
-        problems = [p for c in self.claims for p in c.problems()]
+        problems = [p for c in self._checked_claims() for p in c.problems()]
         if problems:
             raise LedgerError("; ".join(problems))
         return self
 
+    def _checked_claims(self) -> list[Claim]:
+        """The claims, refused by name if one was appended by hand that is not a Claim."""
+        if bad := [type(c).__name__ for c in self.claims if not isinstance(c, Claim)]:
+            raise TypeError(f"claims must hold Claims only (add them with add()), got {', '.join(bad)}")
+        return self.claims
+
     def counts(self) -> dict[str, int]:
-        return {s: sum(c.status == s for c in self.claims) for s in STATUSES}
+        return {s: sum(c.status == s for c in self._checked_claims()) for s in STATUSES}
 
     def headline(self) -> str:
         """One line for under a chapter's title: how many claims stand, and which do not fully."""
@@ -244,7 +250,7 @@ class Ledger:
                 "chapter": self.chapter,
                 **run_facts(),
                 "counts": self.counts(),
-                "problems": [p for c in self.claims for p in c.problems()],
+                "problems": [p for c in self._checked_claims() for p in c.problems()],
                 "claims": [c.as_dict() for c in self.claims],
             }
         )
@@ -263,7 +269,7 @@ class Ledger:
 
     def table(self) -> str:
         """The ledger as a markdown table (MyST: the figure column holds ``{numref}`` roles)."""
-        return table(self.claims)
+        return table(self._checked_claims())
 
     _repr_markdown_ = table
 
@@ -466,6 +472,8 @@ def table(claims: Sequence[Claim | dict]) -> str:
             interval = d["interval"]
             if not isinstance(interval, (list, tuple)) or len(interval) != 2:
                 raise ValueError(f"claims[{i}]['interval'] must be a pair (low, high), got {interval!r:.40}")
+            for k, end in enumerate(interval):
+                _number_field(f"claims[{i}]['interval'][{k}]", end)
             measured += f" [{_fmt(d['interval'][0])}, {_fmt(d['interval'][1])}]"
             if d.get("interval_note"):
                 measured += f" ({d['interval_note']})"

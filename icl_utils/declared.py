@@ -212,6 +212,10 @@ def describe(hint: T, kind: str, constraint: str) -> T:
 def declare(base: object, ok: Callable[[object], bool], constraint: str) -> object:
     """``base`` (a type or a union) whose values must satisfy ``ok``, which ``constraint`` says in words (``ok`` may
     take further arguments with defaults, which beartype's ``Is`` refuses)."""
+    if not all(isinstance(o, type) for o in _options(base)) or not callable(ok) or not isinstance(constraint, str):
+        raise TypeError(
+            f"base, ok and constraint must be a type (or a union of types), a predicate and a str, got {base!r:.40}"
+        )
     return describe(
         Annotated[base, Is[lambda v: bool(ok(v))]],
         " or ".join(dict.fromkeys(_words(o)[0] for o in _options(base))),
@@ -536,6 +540,8 @@ def finite_result(*names: str) -> Callable[[F], F]:
     infinity in it (a product or a square that overflowed inside, on finite inputs) is a ValueError naming
     ``names``, the arguments whose size made it overflow, not a wrong number returned. Off inside
     :func:`~icl_utils.checks.nonfinite_allowed`."""
+    if not names or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"names must be one or more argument names (str), got {names!r:.60}")
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)

@@ -128,13 +128,14 @@ def discrete_posterior_mean(
             if not bool(torch.isfinite(sse).all()):
                 raise ValueError("the pool's squared errors on the context overflow float64: rescale pool or prompt")
             new_least = torch.minimum(least, sse.min(1).values)
-            scale = torch.exp((new_least - least) / (2 * noise_var))  # 0 on the first block (least = inf)
-            lik = torch.exp((new_least[:, None] - sse) / (2 * noise_var))
+            # halved before the division: 2 * noise_var overflows for a noise_var past 9e307
+            scale = torch.exp((new_least - least) / 2 / noise_var)  # 0 on the first block (least = inf)
+            lik = torch.exp((new_least[:, None] - sse) / 2 / noise_var)
             weight = weight * scale + lik.sum(1)
             weighted = weighted * scale + (lik * (xq @ block.T)).sum(1)
             least = new_least
         preds.append(weighted / weight)
-    return torch.cat(preds).to(prompt.x.dtype)
+    return _finite(torch.cat(preds).to(prompt.x.dtype), "pool, prompt or noise_var")
 
 
 @checked

@@ -164,7 +164,12 @@ class AttentionMoments:
         evals, evecs = torch.linalg.eigh(self.g)
         keep = evals > rtol * evals.max()
         white = evecs[:, keep] / evals[keep].sqrt()
-        return white @ torch.linalg.solve(white.T @ self.s(n) @ white, white.T @ self.c @ white) @ white.T
+        try:
+            return white @ torch.linalg.solve(white.T @ self.s(n) @ white, white.T @ self.c @ white) @ white.T
+        except torch.linalg.LinAlgError:  # S(n) = C (1 - 1/n) + W / n vanishes on a direction G keeps
+            raise ValueError(
+                f"n = {n} and the moments c and w give a singular S(n) on the features' directions: no unique Gamma*"
+            ) from None
 
     @checks.finite_result("gamma")
     @checked
@@ -344,6 +349,7 @@ def basis_bayes_excess(
     eye = torch.eye(task.n_basis, dtype=torch.float64)
     # A design holds its n x N features (B-splines: a value per axis and 2^order temporaries each) and N x N matrices.
     per_point = task.n_basis * (task.dim * 2**task.order if task.basis == "bspline" else 1)
+    checks.allocation("n * the features of a point (one design's features)", n * per_point, torch.float64)
     chunk = config.prompts_per_chunk(n * per_point + task.n_basis**2)
     excess = []
     for start in range(0, designs, chunk):

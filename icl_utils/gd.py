@@ -165,12 +165,24 @@ def gradient_descent(
             )
             raise checks.Diverged(f"{', '.join(bad)} became non-finite by step {step}; {culprit}")
 
+    def overflowed(step: int, err: Exception) -> None:
+        """A check inside loss_fn or record that refused an overflow after some steps: the run diverged, and the
+        step size, not the starting point the check names, is to blame."""
+        if step > 0 and isinstance(err, ValueError) and not isinstance(err, checks.Diverged) and "overflow" in str(err):
+            raise checks.Diverged(
+                f"the parameters grew until the loss overflowed by step {step} ({err}); lower lr"
+            ) from err
+
     def keep(step: int) -> bool:
         """Record at ``step``; whether ``until`` says to stop there."""
         check_finite(step)
         check_parameters(step)
         with torch.no_grad():
-            recorded = record(theta)
+            try:
+                recorded = record(theta)
+            except ValueError as err:
+                overflowed(step, err)
+                raise
             if not isinstance(recorded, Mapping):
                 raise TypeError(f"record must return a dict of tensors, got {type(recorded).__name__}")
             values = {name: _recorded(name, value) for name, value in recorded.items()}
@@ -202,6 +214,7 @@ def gradient_descent(
                 ) from err
             check_finite(step)
             check_parameters(step)
+            overflowed(step, err)
             raise
         with torch.no_grad():
             losses[step - checked] = loss.detach()

@@ -41,7 +41,7 @@ from icl_utils.checks import (
 )
 from icl_utils.gd import GDHistory
 from icl_utils.risk import fit_slope, local_slopes, mean_and_band
-from icl_utils.tasks.nonparametric import NonparametricTasks, cardinal_bspline
+from icl_utils.tasks.nonparametric import MAX_ORDER, NonparametricTasks, cardinal_bspline
 from icl_utils.train import TrainHistory
 
 # ---- the house style: one colour per method ------------------------------------------------------------------
@@ -449,6 +449,8 @@ class PlainLogLocator(Locator):
         return self.tick_values(*self.axis.get_view_interval())
 
     def tick_values(self, vmin, vmax):
+        if not all(isinstance(v, numbers.Real) for v in (vmin, vmax)):
+            raise TypeError(f"vmin and vmax must be numbers (the axis limits), got {vmin!r:.20} and {vmax!r:.20}")
         low, high = sorted((vmin, vmax))
         return plain_log_ticks(low, high) if low > 0 and np.isfinite(high) else []
 
@@ -800,9 +802,17 @@ Demos = mapping_of(
 )
 
 
+#: how many B-splines N_0 .. N_{orders-1} a panel draws: orders up to nonparametric's MAX_ORDER
+Orders = checks.describe(
+    Annotated[int, Is[lambda v: not isinstance(v, bool) and 1 <= v <= MAX_ORDER + 1]],
+    "an int",
+    f"in [1, {MAX_ORDER + 1}] (B-splines of orders up to MAX_ORDER = {MAX_ORDER})",
+)
+
+
 @checked
 def plot_bases_and_tasks(
-    demos: Demos, *, orders: Series = 4, n_tasks: Series = 3, n_examples: Size = 32, seed: Seed = 1
+    demos: Demos, *, orders: Orders = 4, n_tasks: Series = 3, n_examples: Size = 32, seed: Seed = 1
 ) -> Figure:
     """Left, the cardinal B-splines ``N_0 .. N_{orders-1}``; then one panel per smoothness ``s`` of ``demos`` (``s``
     to a one-dimensional :class:`~icl_utils.tasks.nonparametric.NonparametricTasks`): ``n_tasks`` tasks
@@ -846,6 +856,13 @@ def plot_rate_curves(ns: LogGrid, curves: Named, *, oracle: Mapping, oracle_n: L
     for s, curve in curves.items():
         _curve(f"curves[{s!r}]", curve, (len(ns),), log=True)
         _mean_and_se(f"oracle[{s!r}]", oracle[s], len(oracle_n))
+        # both are fitted (a slope in each label), not only drawn: every value counts
+        for name, values in (
+            (f"curves[{s!r}]", _numbers(curve)),
+            (f"oracle[{s!r}]'s means", _numbers(oracle[s])[:, 0]),
+        ):
+            if not (np.isfinite(values) & (values > 0)).all():
+                raise ValueError(f"{name} must be finite and > 0 at every n (a slope is fitted), got {values.tolist()}")
     fig, axes = plt.subplots(1, len(curves), figsize=_size(11, 3.8), sharey=True, squeeze=False)
     axes = axes[0]
     ns, oracle_n = _numbers(ns), _numbers(oracle_n)
@@ -1761,7 +1778,10 @@ def plot_gd_records(histories: Descents, *, keys: Keys, logy: bool = True, width
     for name, hist in histories.items():
         missing = [key for key in keys if key not in hist.records]
         if missing:
-            raise ValueError(f"run {name!r} recorded no {missing}; it has {sorted(hist.records)}")
+            raise ValueError(
+                f"keys must be recorded by every run, but histories[{name!r}] has no {missing}; it has "
+                f"{sorted(hist.records)}"
+            )
         for key in keys:
             _curve(f"histories[{name!r}].records[{key!r}]", hist.records[key], (len(hist.steps),), log=logy)
     # constrained layout: a log axis's tick labels would run into the next panel's y label
@@ -1906,6 +1926,10 @@ def plot_convergence_times(panels: ConvergencePanels) -> Figure:
         for label, b in panel.get("bounds", {}).items():
             _curve(f"panels[{i}]['bounds'][{label!r}]", b, (len(panel["x"]),), log=True)
         for label, t in panel["times"].items():
+            if isinstance(t, tuple) and len(t) != 2:
+                raise ValueError(
+                    f"panels[{i}]['times'][{label!r}] must be steps, or a pair (x, steps), got {len(t)} items"
+                )
             xs, t = t if isinstance(t, tuple) else (panel["x"], t)
             if not _grid(xs, 0):
                 raise ValueError(f"panels[{i}]['times'][{label!r}][0] must be finite numbers > 0 (a log axis)")
@@ -1940,9 +1964,10 @@ SpeedResults = sequence_of(
         and len(r["rows"]) + len(r["ensembles"]) > 0
         and all(_holds(row, "name", "prompts_per_s") and _number(row["prompts_per_s"], 0) for row in r["rows"])
         and all(_holds(e, "name", "models", "time_ratio") and _number(e["time_ratio"], 0) for e in r["ensembles"])
+        and all(isinstance(item["name"], str) for item in [*r["rows"], *r["ensembles"]])
     ),
-    "results files, mappings with device, config, rows (each with name and prompts_per_s > 0) and ensembles (each"
-    " with time_ratio > 0)",
+    "results files, mappings with device, config, rows (each with a name, a str, and prompts_per_s > 0) and "
+    "ensembles (each with a name and time_ratio > 0)",
 )
 
 

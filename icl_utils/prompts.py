@@ -80,6 +80,8 @@ class Prompt:
                 f"and {ys.dtype} "
                 f"with {xs.shape[1]} points"
             )
+        if xs.device.type == "meta":
+            raise ValueError("xs and ys must hold values, but are on the meta device")
         return cls(x=xs[:, :-1], y=ys[:, :-1], x_query=xs[:, -1], y_query=ys[:, -1])
 
     def points(self) -> tuple[Tensor, Tensor]:
@@ -159,7 +161,9 @@ def squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
     errors = unchecked_squared_errors(preds, prompt)
     if values_checked() and not bool(finite_flag(preds)):
         bad = int((~torch.isfinite(preds)).sum())
-        raise ValueError(f"predictions must be finite, but hold {bad} NaN or infinite value(s) of {preds.numel()}")
+        raise ValueError(
+            f"preds (the predictions) must be finite, but hold {bad} NaN or infinite value(s) of {preds.numel()}"
+        )
     return errors
 
 
@@ -167,19 +171,22 @@ def unchecked_squared_errors(preds: Tensor, prompt: Prompt) -> Tensor:
     """:func:`squared_errors` without the finiteness check of the predictions, which syncs with the device: the
     training loss, whose divergence the training loop reports itself."""
     if not isinstance(preds, Tensor):  # called once per chunk inside the scoring loops: a check, not a declaration
-        raise TypeError(f"predictions must be a torch.Tensor, got {type(preds).__name__}")
+        raise TypeError(f"preds (the predictions) must be a torch.Tensor, got {type(preds).__name__}")
     if not preds.is_floating_point():
-        raise TypeError(f"predictions must be a float tensor, got {preds.dtype}")
+        raise TypeError(f"preds (the predictions) must be a float tensor, got {preds.dtype}")
     if not isinstance(prompt, Prompt):
         raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
     every, query = (prompt.batch_size, prompt.n_context + 1), (prompt.batch_size,)
     if tuple(preds.shape) not in (every, query):
         raise ValueError(
-            f"predictions must have shape {query} (the query) or {every} (every point), got {tuple(preds.shape)}"
+            f"preds (the predictions) must have shape {query} (the query) or {every} (every point), got "
+            f"{tuple(preds.shape)}"
         )
     targets = prompt.points()[1] if preds.ndim == 2 else prompt.y_query
     if preds.device != targets.device:
-        raise ValueError(f"predictions must be on the prompt's device, {targets.device}, got {preds.device}")
+        raise ValueError(
+            f"preds (the predictions) must be on the prompt's device, {targets.device}, got {preds.device}"
+        )
     return (preds.to(torch.promote_types(preds.dtype, targets.dtype)) - targets).square()
 
 

@@ -215,8 +215,9 @@ def _slope(ns: Sequence[float], risks: Sequence[float], said: str = "ns and risk
 def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
     """:func:`fit_slope` of every column of ``ys`` (shape ``(len(xs), S)``, one column per seed): the spread of an
     exponent over seeds."""
-    if isinstance(xs, (str, bytes)) or not isinstance(xs, (Sequence, np.ndarray)):
-        raise TypeError(f"xs must be a sequence of numbers, got {type(xs).__name__}")
+    xs = checks.real_array("xs", xs)  # a sequence, an array or a tensor, as fit_slope takes
+    if xs.ndim != 1:
+        raise ValueError(f"xs must be a sequence of numbers (1-D), got shape {xs.shape}")
     ys = checks.real_array("ys", ys)
     if ys.ndim != 2 or ys.shape[0] != len(xs) or ys.shape[1] == 0:
         raise ValueError(f"ys must have shape (len(xs), S) = ({len(xs)}, S) with S >= 1, got {ys.shape}")

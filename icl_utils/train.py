@@ -167,7 +167,13 @@ class _Plan:
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast, cache_enabled=not self.graph)
 
 
-def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig, generator: torch.Generator) -> _Plan:
+def _plan(
+    models: list[nn.Module],
+    tasks: list[TaskFamily],
+    config: TrainConfig,
+    generator: torch.Generator,
+    name: str = "model",
+) -> _Plan:
     """Check what the two training functions share and build the prompt stream: step ``t`` draws ``batch_size``
     prompts per model, all from ``tasks[0]`` or, given one task per model, block ``s`` from ``tasks[s]``."""
     dev = generator.device
@@ -190,16 +196,19 @@ def _plan(models: list[nn.Module], tasks: list[TaskFamily], config: TrainConfig,
                 f"pool of prompts), got {config.n_context}"
             )
     for i, model in enumerate(models):
+        label = name if name == "model" else f"{name}[{i}]"  # the caller's argument: train's model, or models[i]
         param = next(model.parameters(), None)
         if param is None:
-            raise ValueError(f"model {i} has no parameters to train")
+            raise ValueError(f"{label} must have parameters to train, but has none")
         if not any(p.requires_grad for p in model.parameters()):
-            raise ValueError(f"model {i} has no trainable parameters: every one has requires_grad=False")
+            raise ValueError(f"{label} must have trainable parameters, but every one has requires_grad=False")
         if param.device.type != dev.type:
-            raise ValueError(f"model {i} is on {param.device} but the generator samples on {dev}; move one of them")
+            raise ValueError(f"{label} is on {param.device} but the generator samples on {dev}; move one of them")
         bad = checks.nonfinite_names(dict(model.named_parameters()))
         if bad:
-            raise ValueError(f"model {i}'s parameters are not finite before training: {', '.join(bad)}")
+            raise ValueError(f"{label} must have finite parameters before training, got NaN or inf in {', '.join(bad)}")
+        for task in tasks:  # before the first step, whose error would come from inside the model
+            checks.task_fits(model, task)
     if config.cuda_graph and dev.type != "cuda":
         raise ValueError(f"cuda_graph=True needs a CUDA device, but the generator samples on {dev}")
     graph = dev.type == "cuda" if config.cuda_graph is None else config.cuda_graph
@@ -469,10 +478,10 @@ def train_ensemble(
     shape ``(steps, S)``.
     """
     models, tasks = list(models), list(task) if isinstance(task, (list, tuple)) else [task]
-    plan = _plan(models, tasks, config, generator)
+    plan = _plan(models, tasks, config, generator, name="models")
     for i, model in enumerate(models[1:], start=1):
         if _architecture(model) != _architecture(models[0]):
-            raise ValueError(f"model {i} differs in architecture from model 0; an ensemble needs one architecture")
+            raise ValueError(f"models[{i}] differs in architecture from models[0]; an ensemble needs one architecture")
     if batched is None:
         batched = batched_by_default(models[0], tasks[0], config)
     if not batched:

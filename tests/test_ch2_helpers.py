@@ -164,7 +164,7 @@ def test_fit_saddle_escape_recovers_an_exponential_on_the_plateau():
     assert fit.growth == pytest.approx(np.exp(0.03 * 290))
     np.testing.assert_allclose(fit.fitted(), spread[10:30], rtol=1e-8)
     short = GDHistory(steps=steps, records={"loss": np.where(steps < 30, 2.0, 0.01), "spread": spread})
-    with pytest.raises(ValueError, match="no plateau to fit"):
+    with pytest.raises(ValueError, match="history must hold a loss plateau"):
         mf.fit_saddle_escape(short)
     flat = GDHistory(steps=steps, records={"loss": loss, "spread": 0 * spread})  # neurons that never split: NaN
     with pytest.raises(ValueError, match="spread must be > 0 on the plateau"):

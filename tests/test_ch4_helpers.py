@@ -254,7 +254,7 @@ def test_plot_gd_records_draws_one_panel_per_key_and_one_line_per_run():
         assert [line.get_label() for line in ax.lines] == list(runs)
         np.testing.assert_array_equal(ax.lines[1].get_ydata(), runs["start 1"].records[key])
     plt.close("all")
-    with pytest.raises(ValueError, match="recorded no"):
+    with pytest.raises(ValueError, match="keys must be recorded by every run"):
         plot_gd_records(runs, keys=["loss"])
 
 

@@ -115,7 +115,7 @@ def test_a_ledger_refuses_duplicates_and_bad_names():
         Ledger("00_x").verify()
     with pytest.raises(ValueError, match="claims must have distinct ids, but holds 'rate' twice"):
         Ledger("00_x", [claim(), claim()])
-    with pytest.raises(TypeError, match="claim must be a Claim"):
+    with pytest.raises(TypeError, match=r"claims\[0\] must be an icl_utils.claims.Claim"):
         Ledger("00_x", ["rate"])
     with pytest.raises(TypeError, match="claims must be a list or a tuple"):
         Ledger("00_x", None)

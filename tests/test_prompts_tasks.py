@@ -185,7 +185,9 @@ def test_squared_errors_at_the_query_or_at_every_point(gen):
     assert squared_errors(at_query.double(), p).dtype == torch.float64  # the wider dtype
     assert squared_errors(at_query.half(), p).dtype == torch.float32
     for shape in [(5, 4), (5, 1), (4,), (5, 5, 1), ()]:
-        with pytest.raises(ValueError, match=r"predictions must have shape \(5,\) \(the query\) or \(5, 5\)"):
+        with pytest.raises(
+            ValueError, match=r"preds \(the predictions\) must have shape \(5,\) \(the query\) or \(5, 5\)"
+        ):
             squared_errors(torch.zeros(shape), p)
-    with pytest.raises(TypeError, match=r"predictions must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"preds \(the predictions\) must be a torch.Tensor"):
         squared_errors([0.0] * 5, p)

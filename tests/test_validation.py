@@ -75,7 +75,7 @@ CASES = {
     "model_errors chunk 0": (ValueError, "chunk_size must be >= 1", lambda: risk.model_errors(LTB(2), prompt(), 0)),
     "output neither per point nor per query": (
         ValueError,
-        "predictions must have shape",
+        "preds \\(the predictions\\) must have shape",
         lambda: squared_errors(torch.zeros(2, 3), prompt(n=3)),
     ),
     "estimator output of shape (B, 1)": (

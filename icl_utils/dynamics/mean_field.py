@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from beartype.vale import Is
 from jaxtyping import Float, Integer
+from jaxtyping import Real as RealArray
 from torch import Tensor
 
 from icl_utils import checks, config
@@ -62,6 +63,7 @@ PathPoints = checks.sequence_of(Probability, "numbers in [0, 1]", base=Sequence 
 # Finite particles (a NaN one gives a NaN loss) and at least one input (a mean over none is NaN).
 Particles = Annotated[
     Float[Tensor, "*#S M p"],
+    Rows,  # at least one neuron: the network averages over them
     Finite,
     checks.says(
         Is[lambda t: t.dtype in (torch.float32, torch.float64)], "of dtype float32 or float64 (its linear algebra's)"
@@ -312,11 +314,11 @@ def _loss_gradient(particles: Tensor, targets: Tensor, x: Tensor, k: int) -> Ten
 @checks.same_dtype("particles", "targets", "x", "at")
 @checked
 def potential_hessians(
-    particles: Annotated[Float[Tensor, "M p"], Finite],
+    particles: Annotated[Float[Tensor, "M p"], Rows, Finite],
     targets: Annotated[Float[Tensor, "K ko"], Finite],
     x: Annotated[Float[Tensor, "K d"], Finite],
     k: Count,
-    at: Annotated[Float[Tensor, "m p"], Finite] | None = None,
+    at: Annotated[Float[Tensor, "m p"], Rows, Finite] | None = None,
 ) -> Tensor:
     """The Hessian of the first variation ``V = dL/dmu`` of the static loss of the cloud ``particles``, at each of
     the neurons ``at`` (``(m, k + d + 1)``; by default the particles themselves): ``(m, p, p)``. A negative
@@ -338,7 +340,7 @@ def potential_hessians(
 @checks.same_dtype("init", "targets", "x")
 @checked
 def critical_point(
-    init: Annotated[Float[Tensor, "M p"], checks.Finite],
+    init: Annotated[Float[Tensor, "M p"], Rows, checks.Finite],
     targets: Annotated[Float[Tensor, "K ko"], checks.Finite],
     x: Annotated[Float[Tensor, "K d"], checks.Finite],
     *,
@@ -405,7 +407,7 @@ def critical_point(
 @checks.same_dtype("student", "targets", "x")
 @checked
 def descent_rotation(
-    student: Annotated[Float[Tensor, "M p"], Finite],
+    student: Annotated[Float[Tensor, "M p"], Rows, Finite],
     targets: Annotated[Float[Tensor, "K k"], Finite],
     x: Annotated[Float[Tensor, "K p-k-1"], Finite],
 ) -> tuple[Tensor, float]:
@@ -426,7 +428,7 @@ def descent_rotation(
 
 @checked
 def gp_perturbation(
-    particles: Annotated[Float[Tensor, "M p"], checks.Finite],
+    particles: Annotated[Float[Tensor, "M p"], Rows, checks.Finite],
     generator: torch.Generator,
     size: checks.PositiveScale,
     bandwidth: Bandwidth,
@@ -652,11 +654,20 @@ class MeanFieldRun:
         return self.history.records["loss"]
 
 
+def _descend(*args, **kwargs):
+    """:func:`~icl_utils.gd.gradient_descent`, its divergence blamed on this module's step sizes, ``eta`` and
+    ``gamma_lr``, which the caller gave, not on ``lr``."""
+    try:
+        return gradient_descent(*args, **kwargs)
+    except checks.Diverged as err:
+        raise checks.Diverged(str(err).replace("lower lr", "lower eta (or gamma_lr)")) from None
+
+
 @checked
 def run_gradient_descent(
     model: Model,
     data: FeaturePrompts,
-    init: Annotated[Float[Tensor, "M p"] | Float[Tensor, "S M p"], checks.Finite],
+    init: Annotated[Float[Tensor, "M p"] | Float[Tensor, "S M p"], Rows, checks.Finite],
     *,
     steps: Steps,
     eta: checks.PositiveScale,
@@ -748,9 +759,7 @@ def run_gradient_descent(
         def record_fast(particles):
             return {"loss": _static_loss_of(evaluated(particles))}
 
-        particles, history = gradient_descent(
-            fast_fn, init, lr=float(eta) * init.shape[-2], record=record_fast, **options
-        )
+        particles, history = _descend(fast_fn, init, lr=float(eta) * init.shape[-2], record=record_fast, **options)
         return MeanFieldRun(particles, None, history, events=[])
     if model == "attention":
         if gamma_lr is None:
@@ -772,7 +781,7 @@ def run_gradient_descent(
         def record_attention(theta):
             return {"loss": _attention_loss_of(evaluated(theta["particles"]), theta["gamma"])}
 
-        theta, history = gradient_descent(
+        theta, history = _descend(
             loss_fn,
             theta0,
             lr={"particles": float(eta) * init.shape[-2], "gamma": float(gamma_lr)},
@@ -813,7 +822,7 @@ def run_gradient_descent(
             birth_death=birth_death,
             perturbation=perturbation,
         )
-    particles, history = gradient_descent(
+    particles, history = _descend(
         static_fn, init, lr=float(eta) * init.shape[-2], record=record_static, hook=hook, **options
     )
     return MeanFieldRun(particles, None, history, hook.events if hook is not None else [])
@@ -856,23 +865,30 @@ def escape_steps(history: GDHistory) -> np.ndarray:
     return np.where(below.any(0), first, np.inf)
 
 
+@checked
 @dataclass
 class SaddleEscape:
     """A log-linear fit ``spread ~ exp(offset + rate * t)`` of the particles' spread on the plateau of a run
     started near a saddle, as made by :func:`fit_saddle_escape`. ``plateau_end`` indexes the first recorded step
     at which the loss has fallen half-way; the fit uses the records ``window``."""
 
-    steps: np.ndarray
-    loss: np.ndarray
-    spread: np.ndarray
-    plateau_end: int
-    rate: float
-    offset: float
+    steps: RealArray[np.ndarray, " T"]
+    loss: Annotated[Float[np.ndarray, " T"], Finite]
+    spread: Annotated[
+        Float[np.ndarray, " T"], Finite, checks.says(Is[lambda a: bool((a >= 0).all())], "with values >= 0")
+    ]
+    plateau_end: Count
+    rate: checks.Real
+    offset: checks.Real
     r2: float
 
     def __post_init__(self) -> None:
-        if not 0 < self.plateau_end <= len(self.steps):
+        if not self.plateau_end <= len(self.steps):
             raise ValueError(f"plateau_end must index the records, 1 to {len(self.steps)}, got {self.plateau_end}")
+        if not (self.spread[self.window] > 0).all():  # fitted on a log scale, as fit_saddle_escape requires
+            raise ValueError(
+                f"spread must be > 0 on the fitted window, records {self.window.start} to {self.plateau_end}"
+            )
 
     @property
     def window(self) -> slice:
@@ -887,7 +903,7 @@ class SaddleEscape:
     @property
     def growth(self) -> float:
         """By how much the spread grew on the plateau."""
-        return self.spread[self.plateau_end - 1] / self.spread[0]
+        return float(self.spread[self.plateau_end - 1] / self.spread[0]) if self.spread[0] > 0 else math.inf
 
     def fitted(self) -> np.ndarray:
         """The fitted exponential on the steps of ``window``."""
@@ -912,7 +928,10 @@ def fit_saddle_escape(history: GDHistory, student: Size | None = None) -> Saddle
     plateau = loss > loss[0] - 0.5 * (loss[0] - loss[-1])
     plateau_end = int(np.argmin(plateau)) if not plateau.all() else len(plateau)
     if plateau_end < 6:
-        raise ValueError(f"no plateau to fit: the loss went {loss[0]:.3f} -> {loss[-1]:.3f} in {steps[-1]} steps")
+        raise ValueError(
+            f"history must hold a loss plateau of at least 6 records to fit, but its loss went {loss[0]:.3f} -> "
+            f"{loss[-1]:.3f} in {steps[-1]} steps"
+        )
     grow = slice(plateau_end // 3, plateau_end)
     if not (spread[grow] > 0).all():  # a spread of 0 (coincident neurons that never split) has no logarithm
         raise ValueError(f"history's spread must be > 0 on the plateau to fit its growth, got {spread[grow].min()}")
@@ -924,7 +943,7 @@ def fit_saddle_escape(history: GDHistory, student: Size | None = None) -> Saddle
 @checks.same_dtype("student", "rotation")
 @checked
 def mixture(
-    student: Annotated[Float[Tensor, "M p"], Finite],
+    student: Annotated[Float[Tensor, "M p"], Rows, Finite],
     teacher: Annotated[Float[Tensor, "Mo p"], Finite],
     s: Probability,
     rotation: Annotated[Float[Tensor, "k k"], Finite],
@@ -952,7 +971,7 @@ def mixture(
 @checks.same_dtype("student", "rotation", "targets", "x")
 @checked
 def path_losses(
-    student: Annotated[Float[Tensor, "M p"], Finite],
+    student: Annotated[Float[Tensor, "M p"], Rows, Finite],
     teacher: Annotated[Float[Tensor, "Mo p"], Finite],
     rotation: Annotated[Float[Tensor, "k k"], Finite],
     s_values: PathPoints,

@@ -471,6 +471,7 @@ def _increasing_ks(n_features: tuple | list | np.ndarray) -> list[int]:
     return ks
 
 
+@checked
 @dataclass(frozen=True)
 class CalibratedBound:
     """The bound on ``T_k`` with constants fitted on the smallest ``K`` (:func:`calibrate_bound`): the constants
@@ -478,20 +479,16 @@ class CalibratedBound:
     largest relative residual on the ``K`` it saw plus the largest relative spread of ``T_k`` over seeds at any
     ``(K, eps)``, both measured in the run."""
 
-    a: float
-    b: float
-    bound: np.ndarray
-    ratio: np.ndarray
-    allowance: float
-    n_fit: int
+    a: checks.Real
+    b: checks.Real
+    bound: Real[np.ndarray, "Ks E"]
+    ratio: Annotated[Real[np.ndarray, "Ks E"], checks.Finite]
+    allowance: checks.NonNegative
+    n_fit: Count
 
     def __post_init__(self) -> None:
-        if not 0 < self.n_fit < len(self.ratio):  # the fit saw some K and left at least one out
-            raise ValueError(f"n_fit must be at least 1 and below the {len(self.ratio)} K of ratio, got {self.n_fit}")
-        if not np.isfinite(np.asarray(self.ratio, dtype=float)).all():
-            raise ValueError("ratio must hold finite ratios T_k / bound")
-        if not self.allowance >= 0:
-            raise ValueError(f"allowance must be >= 0 (a residual plus a spread), got {self.allowance}")
+        if not self.n_fit < len(self.ratio):  # the fit saw some K and left at least one out
+            raise ValueError(f"n_fit must be below the {len(self.ratio)} K of ratio, got {self.n_fit}")
 
     @property
     def held_out(self) -> float:

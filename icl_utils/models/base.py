@@ -46,8 +46,7 @@ def fixed_sample(prompt: Prompt) -> Iterator[None]:
 def sample_memo(prompt: Prompt, key: str, compute: Callable[[], object]) -> object:
     """``compute()``, or its value from an earlier call in the same :func:`fixed_sample` block of ``prompt``, under
     ``key``; outside such a block, or for a prompt whose inputs need a gradient, always ``compute()``."""
-    if not callable(compute):
-        raise TypeError(f"compute must be a callable of no argument, got {type(compute).__name__}")
+    checks.takes(compute, [], "compute")
     if not isinstance(prompt, Prompt):
         raise TypeError(f"prompt must be an icl_utils.Prompt, got {type(prompt).__name__}")
     if not isinstance(key, str):

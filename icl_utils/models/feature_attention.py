@@ -144,9 +144,12 @@ class FixedFeatureAttention(AttentionOnFeatures):
 
     def _feature_map(self, x: Tensor) -> Tensor:
         out = self._given(x)
-        if not isinstance(out, Tensor) or out.shape[-1] != self.gamma.shape[0]:
+        if not isinstance(out, Tensor) or out.shape != (*x.shape[:-1], self.gamma.shape[0]):
             said = f"shape {tuple(out.shape)}" if isinstance(out, Tensor) else f"a {type(out).__name__}"
-            raise ValueError(f"features must give tensors of n_features={self.gamma.shape[0]} outputs, got {said}")
+            raise ValueError(
+                f"features must give tensors of n_features={self.gamma.shape[0]} outputs per input, shape "
+                f"{(*x.shape[:-1], self.gamma.shape[0])} for inputs {tuple(x.shape)}, got {said}"
+            )
         if out.is_complex():  # the cast below would drop the imaginary part
             raise TypeError(f"features must give real features, got {out.dtype}")
         if checks.values_checked() and not bool(checks.finite_flag(out.detach())) and bool(checks.finite_flag(x)):
@@ -176,7 +179,10 @@ def one_step_feature_update(
     """
     (grad,) = stage_one_gradients(model, task, n_tasks=(n_tasks,), n=n, generator=generator, chunk_size=chunk_size)
     with torch.no_grad():
-        model.W -= lr * (grad + weight_decay * model.W)
+        stepped = model.W - lr * (grad + weight_decay * model.W)
+        if not bool(checks.finite_flag(stepped)):  # the model is left as it was
+            raise checks.Diverged(f"lr = {lr:g} and weight_decay = {weight_decay:g} made the step overflow W")
+        model.W.copy_(stepped)
 
 
 @checked

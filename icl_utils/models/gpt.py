@@ -59,6 +59,7 @@ class GPTConfig:
 
 
 class CausalSelfAttention(nn.Module):
+    @checked
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.n_head = cfg.n_head
@@ -84,6 +85,7 @@ class CausalSelfAttention(nn.Module):
 class Block(nn.Module):
     """Pre-norm transformer block: ``h + attn(ln(h))``, then ``h + mlp(ln(h))`` when the MLP is on."""
 
+    @checked
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.ln_attn = nn.LayerNorm(cfg.n_embd)

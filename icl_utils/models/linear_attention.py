@@ -153,6 +153,10 @@ class GDBeta(QueryModel):
     ):
         super().__init__(dim)
         gamma = torch.zeros(dim, dim) if gamma is None else gamma.detach().cpu()
+        if not bool(torch.isfinite(gamma.float()).all()):  # the parameters are float32
+            raise ValueError(
+                f"gamma must be finite in float32 (|entries| < 3.4e38), got {gamma.abs().max().item():.3g}"
+            )
         self.gamma = nn.Parameter(gamma.float().clone())
         if learnable_init:
             beta0 = torch.zeros(dim) if beta0 is None else beta0.detach().cpu()
@@ -245,11 +249,17 @@ def gd_beta_from_ltb(model: LTB) -> GDBeta:
     which Theorem 5.3 shows every optimal LTB satisfies.
     """
     if not model.mlp:
-        raise ValueError("an LSA has no MLP, so no learnable initialization to read; use an LTB")
+        raise ValueError("model must be an LTB with its MLP: an LSA has none, so no learnable initialization to read")
     if bad := checks.nonfinite_names({k: v.detach() for k, v in model.named_parameters()}):
         raise ValueError(f"model must have finite weights to read, got NaN or infinite {', '.join(bad)}")
     d = model.dim
     c_full = (torch.eye(d + 1) + model.W_2.T.cpu() @ model.W_1.cpu())[d]
     u = (model.W_P.cpu() @ model.W_V.cpu()).T @ c_full
     b = (model.W_K.T.cpu() @ model.W_Q.cpu())[:, :d]
-    return GDBeta(d, beta0=c_full[:d], gamma=(u[d] * b[:d]).T)
+    beta0, gamma = c_full[:d], (u[d] * b[:d]).T
+    if not bool(torch.isfinite(gamma).all()) or not bool((beta0.abs() <= config.MAX_SCALE).all()):
+        raise ValueError(
+            "model's weights must give a finite Gamma and a beta_0 within config.MAX_SCALE, but their products "
+            "overflow: rescale model's weights"
+        )
+    return GDBeta(d, beta0=beta0, gamma=gamma)

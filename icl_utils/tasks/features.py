@@ -33,6 +33,10 @@ def sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
     together), evaluated on shared inputs ``(K, d)`` or on their own ``(S, K, d)``."""
     if isinstance(particles, Tensor) and not particles.is_floating_point():
         raise TypeError(f"particles must be a float tensor, got {particles.dtype}")
+    if isinstance(particles, Tensor) and (particles.ndim < 2 or particles.shape[-2] == 0):  # a mean over M neurons
+        raise ValueError(
+            f"particles must hold at least one neuron, shape (..., M >= 1, p), got {tuple(particles.shape)}"
+        )
     if checks.values_checked() and isinstance(particles, Tensor) and isinstance(x, Tensor):
         checks.finite("particles", particles.detach())  # a NaN neuron would make every output NaN
         checks.finite("x", x)

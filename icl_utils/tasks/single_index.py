@@ -265,6 +265,8 @@ def tasks_to_recover(
     signal = (total.square().sum() - inside.square().sum()) / (k * (k - 1))
     outside = g - inside @ u.T
     noise = tasks_per_chunk * (outside - outside.mean(0)).square().sum() / (k - 1)
+    if not (math.isfinite(signal) and math.isfinite(noise)):  # a NaN signal would read as "never"
+        raise ValueError("chunk_gradients or tasks_per_chunk made the squares overflow float64: rescale them")
     if not bool(signal > 0):
         return math.inf
     return float(noise / signal)
