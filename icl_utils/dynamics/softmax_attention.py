@@ -481,8 +481,9 @@ class CalibratedBound:
 
     a: checks.Real
     b: checks.Real
-    bound: Real[np.ndarray, "Ks E"]
-    ratio: Annotated[Real[np.ndarray, "Ks E"], checks.Finite]
+    # one row per K, and one column per eps or none (ruff reads the axis names as Python names)
+    bound: Real[np.ndarray, "Ks *E"]  # noqa: F821
+    ratio: Annotated[Real[np.ndarray, "Ks *E"], checks.Finite]  # noqa: F821
     allowance: checks.NonNegative
     n_fit: Count
 
