@@ -383,7 +383,12 @@ def examples_needed(
     if not (np.isfinite(floor).all() and np.isfinite(spread).all() and (spread >= 0).all()):
         raise ValueError(f"floor must be finite and spread finite and >= 0, got {floor} and {spread}")
     gap = level - floor
-    out = np.where(gap > 0, spread / np.where(gap > 0, gap, 1.0), np.inf)
+    with np.errstate(over="ignore"):
+        out = np.where(gap > 0, spread / np.where(gap > 0, gap, 1.0), np.inf)
+    if np.isinf(out[gap > 0]).any():  # an overflow, not a level that is never reached
+        raise ValueError(
+            f"spread / (level - floor) must be a finite count where level is above floor, got spread {spread}"
+        )
     return float(out) if out.ndim == 0 else out
 
 

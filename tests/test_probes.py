@@ -3330,6 +3330,16 @@ case(
     lambda: tasks_to_recover(1e200 * torch.randn(3, 2, 3, generator=gen(), **F64), 4, torch.eye(3, **F64)[:, :2]),
 )
 case(
+    "examples_needed a count that overflows",
+    "spread / \\(level - floor\\) must be a finite count",
+    lambda: risk.examples_needed(0.0, 1e300, 1e-300),
+)
+case(
+    "FeatureAttention.features NaN inputs",
+    "x must be finite",
+    lambda: FeatureAttention(2, 4, generator=gen()).features(torch.tensor([[NAN, 0.0]])),
+)
+case(
     "one_step_feature_update a weight decay that overflows",
     "made the step overflow W",
     lambda: one_step_feature_update(

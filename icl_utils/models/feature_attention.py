@@ -38,6 +38,8 @@ class AttentionOnFeatures(QueryModel):
         if x.ndim == 0 or x.shape[-1] != self.dim:
             raise ValueError(f"x must have shape (..., {self.dim}) (the model's dim), got {tuple(x.shape)}")
         checks.prompt_fits(x, self, "x")
+        if checks.values_checked() and not bool(checks.finite_flag(x)):  # NaN features would be returned
+            raise ValueError("x must be finite, got a NaN or an infinity")
         return self._feature_map(x)
 
     def context_summary(self, prompt: Prompt) -> Tensor:
