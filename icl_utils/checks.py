@@ -178,10 +178,11 @@ def task_fits(model: torch.nn.Module, task: object) -> None:
     any task), before a sample of the wrong width reaches the model's first product."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if isinstance(getattr(task, "dim", None), bool) or not isinstance(getattr(task, "dim", None), numbers.Integral):
+    task_dim = getattr(task, "dim", None)
+    if isinstance(task_dim, bool) or not isinstance(task_dim, numbers.Integral):
         raise TypeError(f"task must be a task family with an int dim (a TaskFamily), got {type(task).__name__}")
     dim = getattr(model, "dim", None)
-    if dim is not None and dim != task.dim:
+    if dim is not None and dim != task_dim:
         raise ValueError(f"task must be of the model's dim={dim}, got task.dim = {task.dim}")
 
 

@@ -195,7 +195,7 @@ class Ledger:
         for i, claim in enumerate(given):
             if not isinstance(claim, Claim):  # a JSON record is not a claim: its check is text
                 raise TypeError(f"claims[{i}] must be an icl_utils.claims.Claim, got {type(claim).__name__}")
-            if any(c.id == getattr(claim, "id", None) for c in self.claims):
+            if any(c.id == claim.id for c in self.claims):
                 raise ValueError(f"claims must have distinct ids, but holds {claim.id!r} twice")
             self.add(claim)
 
