@@ -128,6 +128,7 @@ def matrix(name: str, value: object, dim: int) -> Tensor:
 
 def psd_matrix(name: str, value: object, dim: int) -> Tensor:
     """A symmetric positive semi-definite ``(dim, dim)`` matrix, as float64 on the CPU."""
+    work(f"{name}'s eigenvalues at dim = {dim} (4 dim^3)", 4 * dim**3)  # before a copy of a matrix of minutes
     t = matrix(name, value, dim)
     scale = max(t.abs().max().item(), 1.0)
     if not torch.allclose(t, t.T, atol=1e-8 * scale):
@@ -142,17 +143,23 @@ def psd_matrix(name: str, value: object, dim: int) -> Tensor:
     return t
 
 
-def psd_sqrt(cov: Tensor) -> Tensor:
-    """The symmetric square root of a PSD matrix (works for singular matrices too)."""
+def psd_sqrt(cov: Tensor, name: str = "cov") -> Tensor:
+    """The symmetric square root of a PSD matrix (works for singular matrices too); errors call it ``name``."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
     if not isinstance(cov, Tensor) or cov.ndim != 2 or cov.shape[0] != cov.shape[1] or not len(cov):
-        raise ValueError(f"cov must be a non-empty square matrix (a tensor), got {type(cov).__name__}")
+        raise ValueError(f"{name} must be a non-empty square matrix (a tensor), got {type(cov).__name__}")
     if not cov.is_floating_point():  # eigh takes floats only
-        raise TypeError(f"cov must be a float tensor, got {cov.dtype}")
+        raise TypeError(f"{name} must be a float tensor, got {cov.dtype}")
     if not torch.allclose(cov, cov.T, rtol=1e-5, atol=1e-8 * float(cov.abs().max())):  # eigh reads one triangle
-        raise ValueError("cov must be symmetric (eigh would read one triangle of it)")
+        raise ValueError(f"{name} must be symmetric (eigh would read one triangle of it)")
+    work(
+        f"{name}'s square root at {len(cov)} x {len(cov)} (an eigendecomposition and a product, 12 d^3)",
+        12 * len(cov) ** 3,
+    )
     evals, evecs = torch.linalg.eigh(cov)
     if evals[0] < -1e-8 * max(float(evals.abs().max()), 1e-300):  # rounding leaves tiny negatives, no more
-        raise ValueError(f"cov must be positive semi-definite, got an eigenvalue {float(evals[0]):.3g}")
+        raise ValueError(f"{name} must be positive semi-definite, got an eigenvalue {float(evals[0]):.3g}")
     return evecs @ torch.diag(evals.clamp(min=0).sqrt()) @ evecs.T
 
 
@@ -332,6 +339,24 @@ def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> No
             f"{what} = {values:.3g} values ({size / 2**30:.3g} GiB in {dtype}) exceed the limit of one tensor, "
             f"{config.MAX_ELEMENTS * 4 / 2**30:.3g} GiB (config.MAX_ELEMENTS = {config.MAX_ELEMENTS:.3g} float32 "
             "values); ask for fewer at a time"
+        )
+
+
+def work(what: str, flops: float) -> None:
+    """A ValueError with the estimate when one computation sized by the arguments (``what``, naming them) would
+    take more than :data:`icl_utils.config.MAX_FLOPS` floating-point operations, counted as that limit's comment
+    says, before it starts: a width within :data:`~icl_utils.config.MAX_WIDTH` still makes a d^3 factorization of
+    minutes."""
+    if not isinstance(what, str):
+        raise TypeError(f"what must be a str, got {type(what).__name__}")
+    if isinstance(flops, bool) or not isinstance(flops, numbers.Real):
+        raise TypeError(f"flops must be a number (an estimate of operations), got {type(flops).__name__}")
+    if not flops >= 0:
+        raise ValueError(f"flops must be an estimate >= 0, got {flops}")
+    if flops > config.MAX_FLOPS:
+        raise ValueError(
+            f"{what} = {flops:.3g} floating-point operations exceed the limit of one call, {config.MAX_FLOPS:.3g} "
+            f"(config.MAX_FLOPS, about {config.MAX_FLOPS / 1e11:.0f} s on two CPU cores); ask for less"
         )
 
 

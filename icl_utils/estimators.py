@@ -31,6 +31,11 @@ def least_squares(prompt: Prompt) -> Tensor:
     prompt = checks.prompt(prompt)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
+    n, d = prompt.n_context, prompt.dim
+    checks.work(
+        f"least_squares on a prompt of n = {n} examples of dim = {d} (a pseudo-inverse, 22 n d min(n, d))",
+        22 * n * d * min(n, d),
+    )
     x = prompt.x.double()
     w = (torch.linalg.pinv(x) @ prompt.y.double()[..., None])[..., 0]
     return _predict_linear(prompt, w)
@@ -43,6 +48,11 @@ def ridge(prompt: Prompt, lam: Positive) -> Tensor:
     prompt = checks.prompt(prompt)
     if prompt.n_context == 0:
         return torch.zeros_like(prompt.y_query)
+    n, d = prompt.n_context, prompt.dim
+    checks.work(
+        f"ridge on a prompt of n = {n} examples of dim = {d} (X^T X and a solve, 2 n d^2 + 4 d^3)",
+        2 * n * d**2 + 4 * d**3,
+    )
     x, y = prompt.x.double(), prompt.y.double()
     checks.warn_if_ill_conditioned("lam", lam, x.square().sum((1, 2)))
     gram = x.transpose(1, 2) @ x + lam * torch.eye(prompt.dim, dtype=x.dtype, device=x.device)
@@ -73,6 +83,13 @@ def bayes_linear_regression(
     prompt = checks.prompt(prompt)
     if noise_var == 0 or prompt.n_context <= prompt.dim:  # the kernel form holds an n x n matrix per prompt
         checks.allocation("prompt's B x n x n kernels", prompt.batch_size * prompt.n_context**2, torch.float64)
+    n, d = prompt.n_context, prompt.dim
+    primal = noise_var > 0 and n > d  # a d x d solve per prompt, else an n x n one (a pseudo-inverse if noiseless)
+    checks.work(
+        f"bayes_linear_regression on a prompt of n = {n} examples of dim = {d} "
+        "(2 n d^2 + 4 d^3 with noise and n > d, else 2 n^2 d + 12 n^3)",
+        2 * n * d**2 + 4 * d**3 if primal else 2 * n**2 * d + 12 * n**3,
+    )
     dev = prompt.x.device
     mean = prior_mean.double().to(dev)
     cov = checks.psd_matrix("prior_cov", prior_cov, prompt.dim).to(dev)
@@ -83,7 +100,7 @@ def bayes_linear_regression(
     if noise_var > 0 and prompt.n_context > prompt.dim:
         # The same estimator in the primal, a d x d solve instead of n x n: with L = Psi^(1/2),
         # Psi X^T (X Psi X^T + s I)^-1 = L (L X^T X L + s I)^-1 L X^T (push-through identity).
-        root = checks.psd_sqrt(cov)
+        root = checks.psd_sqrt(cov, "prior_cov")
         gram = root @ x.transpose(1, 2) @ x @ root
         checks.warn_if_ill_conditioned("noise_var", noise_var, gram.diagonal(dim1=1, dim2=2).sum(-1))
         gram = gram + noise_var * torch.eye(prompt.dim, dtype=x.dtype, device=dev)
@@ -309,6 +326,11 @@ def kernel_ridge_fit(
         bandwidths = tuple(float(h) for h in (bandwidth if many else (bandwidth,)))
         if len(bandwidths) > config.MAX_SERIES:  # an eigendecomposition per prompt each
             raise ValueError(f"bandwidth must hold at most {config.MAX_SERIES} widths, got {len(bandwidths)}")
+    checks.work(
+        f"kernel_ridge_fit on prompts of n = {prompt.n_context} examples, {len(bandwidths)} bandwidths and "
+        f"{len(lams)} penalties (an eigendecomposition per bandwidth and a prompt, 10 n^3 + 4 lams n^2)",
+        len(bandwidths) * (10 * prompt.n_context**3 + 4 * len(lams) * prompt.n_context**2),
+    )
     x = prompt.x.double()
     offset = prompt.y.double().mean(1) if center and prompt.n_context > 0 else x.new_zeros(prompt.batch_size)
     if center:

@@ -82,6 +82,9 @@ def gd_beta_risk(
 
     Differentiable in ``beta0`` and ``gamma`` (float64), so gradient flow on it is exact.
     """
+    checks.work(
+        f"gd_beta_risk at task.dim = {task.dim} (12 products of dim x dim matrices, 24 dim^3)", 24 * task.dim**3
+    )
     mean, psi, h, noise = _gaussian_task(task)
     beta0, gamma = beta0.double().cpu(), gamma.double().cpu()
     shift = mean - beta0
@@ -103,6 +106,9 @@ def optimal_gd_step(
     optimum when ``beta0 = beta*``, the best GD-0 step when ``beta0 = 0``). Solved with a pseudo-inverse, so a
     singular ``H`` or ``Psi`` is allowed.
     """
+    checks.work(
+        f"optimal_gd_step at task.dim = {task.dim} (a pseudo-inverse and 4 products, 20 dim^3)", 20 * task.dim**3
+    )
     mean, psi, h, noise = _gaussian_task(task)
     beta0 = mean if beta0 is None else beta0.double().cpu()
     shift = mean - beta0
@@ -159,6 +165,10 @@ class AttentionMoments:
         """The minimizer ``Gamma* = S^-1 C G^-1`` of the risk at ``n`` examples, computed on the directions of
         feature space whose variance (eigenvalue of ``G``) exceeds ``rtol`` times the largest, so that redundant or
         nearly collinear features are allowed."""
+        features = len(self.c)
+        checks.work(
+            f"gamma of {features} features (an eigendecomposition, a solve, 6 products: 26 N^3)", 26 * features**3
+        )
         # Solve in whitened coordinates psi = phi V D^(-1/2) (G = I there): learned features are often nearly
         # collinear, and S^+ C G^+ is then dominated by rounding errors.
         evals, evecs = torch.linalg.eigh(self.g)
@@ -197,10 +207,15 @@ def _moments(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``E y^2``, ``C``, ``G`` and ``W`` of :class:`AttentionMoments`, in float64 on the CPU, differentiable in the
     parameters of ``features`` where autograd is on."""
-    prior = (
-        torch.diag(task.prior_var()) if prior_cov is None else checks.psd_matrix("prior_cov", prior_cov, task.n_basis)
-    )
     points = (4096 if task.dim == 1 else 2**15) if points is None else points
+    # E[y^2 | x] through the prior, a product of (points, N) by (N, N) features, then B Lambda B^T (as many features)
+    true = task.n_basis
+    checks.work(
+        f"the moments of task.n_basis = {true} functions at {points} points (2 (points + N) N^2)",
+        2 * (points + true) * true**2,
+    )
+    checks.allocation("task.n_basis^2 (the prior's covariance)", true**2, torch.float64)
+    prior = torch.diag(task.prior_var()) if prior_cov is None else checks.psd_matrix("prior_cov", prior_cov, true)
     # the features at the nodes, their weighted copies and products: about four such tensors at once
     checks.allocation("4 * points * n_basis (quadrature features)", 4 * points * task.n_basis, torch.float64)
     nodes, basis = _quadrature(task, points)
@@ -224,7 +239,11 @@ def _moments(
         raise ValueError("features must give at least one feature per input, got none")
     if phi.ndim != 2 or phi.shape[0] != nodes.shape[0]:
         raise ValueError(f"features must map inputs of shape (K, dim) to (K, N), got shape {tuple(phi.shape)}")
-    k = nodes.shape[0]
+    k, count = phi.shape
+    checks.work(
+        f"the moments of the {count} features at {k} points (6 points N^2 + 2 N^2 task.n_basis)",
+        (6 * k + 2 * true) * count**2,
+    )
     second = ((basis @ prior) * basis).sum(1) + task.noise_var  # E[y^2 | x]
     b = phi.T @ basis / k
     # A noiseless query's label carries no noise; the context's labels always do.
@@ -310,9 +329,14 @@ def bayes_risk(
     time (default: as many as hold :data:`~icl_utils.config.CHUNK_ELEMENTS` values, ``n (n + d)`` a draw): memory
     grows with ``chunk_size * n^2``, not with ``n_mc``.
     """
-    mean, psi, h, noise = _gaussian_task(task)
-    d = mean.shape[0]
+    d = task.dim
     checks.allocation("4 * n * n (the noiseless kernel of one draw, its solve)", 4 * n * n, torch.float64)
+    # H's square root, then per draw products of (n, d) by (d, d) and (n, n) matrices and an n x n solve
+    checks.work(
+        f"bayes_risk at task.dim = {d}, n = {n}, n_mc = {n_mc} (12 d^3 + n_mc (8 n d^2 + 4 n^2 d + 4 n^3))",
+        12 * d**3 + n_mc * (8 * n * d**2 + 4 * n**2 * d + 4 * n**3),
+    )
+    _, psi, h, noise = _gaussian_task(task)  # d x d matrices, after the checks
     chunk_size = config.prompts_per_chunk(n * (n + d)) if chunk_size is None else chunk_size
     h_sqrt = checks.psd_sqrt(h)
     solve = torch.linalg.solve if noise > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
@@ -341,7 +365,14 @@ def basis_bayes_excess(
     ``designs`` draws; returns the mean and its standard error, from the spread over designs alone."""
     if task.noise_var <= 0:
         raise ValueError("task must have label noise (noise_std > 0): the posterior is then a proper Gaussian")
-    nodes, basis = _quadrature(task, 4096 if task.dim == 1 else 2**15)
+    count, points = task.n_basis, 4096 if task.dim == 1 else 2**15
+    # the target E f f^T, then per design A^T A (n x N by N x N), a Cholesky factor and its inverse
+    checks.work(
+        f"basis_bayes_excess of task.n_basis = {count} at n = {n}, designs = {designs} "
+        "(2 points N^2 + designs (2 n N^2 + 4 N^3))",
+        2 * points * count**2 + designs * (2 * n * count**2 + 4 * count**3),
+    )
+    nodes, basis = _quadrature(task, points)
     root = task.prior_var().sqrt()
     # In the prior's coordinates, Sigma_post = root (I + A^T A / sigma^2)^-1 root with A = Phi root: eigenvalues at
     # least one, where Lambda^-1 would reach j^(2s+1).
@@ -367,6 +398,10 @@ def best_attention_excess(moments: AttentionMoments, ns: Counts, noise_var: NonN
     length ``n`` in ``ns`` (:meth:`AttentionMoments.gamma`), from one set of moments: a numpy array of shape
     ``(len(ns),)``. ``noise_var`` is ``sigma^2``, the label noise of the task the moments describe."""
     checks.allocation("ns (one solve each)", len(ns) * len(moments.c) ** 2 * 64)  # a solve of N x N per n
+    checks.work(
+        f"ns = {len(ns)} context lengths, a gamma each of {len(moments.c)} features (26 N^3)",
+        len(ns) * 26 * len(moments.c) ** 3,
+    )
     risks = np.array([moments.risk(n, moments.gamma(n)).item() for n in ns], dtype=float)
     if (risks < noise_var * (1 - 1e-9)).any():  # the risk includes sigma^2: an excess is never negative
         raise ValueError(f"noise_var must be at most the risk ({risks.min():.4g}), got {noise_var}")
@@ -404,6 +439,8 @@ def _lsa_moments(task: object) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     d = mean.shape[0]
     # several fourth-moment tensors of the tokens at once
     checks.allocation("6 * (task.dim + 1)^4 (the tokens' fourth moments)", 6 * (d + 1) ** 4, torch.float64)
+    # the fourth moments contract two (d+1)^4 tensors over two indices
+    checks.work(f"the LSA's moments at task.dim = {d} (4 (dim + 1)^6)", 4 * (d + 1) ** 6)
     # beta~ = (beta, 1) is Gaussian (degenerate in its last coordinate), so a polynomial of degree <= 2 in beta is
     # a quadratic form in beta~, and products of two of them average by Isserlis' theorem.
     mu = torch.cat([mean, torch.ones(1, dtype=torch.float64)])
@@ -531,6 +568,12 @@ def optimal_lsa(
     penalty ``(|u|^2 - 1)^2`` fixes the scale that ``R*`` ignores, so the minimum is an isolated point. Needs a
     positive-definite ``H`` and either ``sigma > 0`` or a positive-definite ``Psi`` (then ``N`` is invertible).
     """
+    # each Newton step: a Hessian of the profile in u, d + 1 backward passes through contractions of (d+1)^4 values
+    checks.work(
+        f"optimal_lsa at task.dim = {task.dim}, starts = {starts}, max_iter = {max_iter} "
+        "(starts max_iter 16 (dim + 1)^5)",
+        starts * max_iter * 16 * (task.dim + 1) ** 5,
+    )
     second, c2, c3, h = _lsa_moments(task)
     d = h.shape[0]
     psi, noise = task.cov(), task.noise_var

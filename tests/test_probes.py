@@ -3348,6 +3348,102 @@ case(
 )
 
 
+# --- work: dense linear algebra that a width within MAX_WIDTH makes minutes long is refused before it starts ------
+F64_ONE = torch.ones((), dtype=torch.float64)  # expanded into a matrix of any size without its memory
+case(
+    "optimal_gd_step a task of 8192 dims",
+    "optimal_gd_step at task.dim = 8192 .* exceed the limit of one call",
+    lambda: exact.optimal_gd_step(LinearRegression(8192), 10),
+)
+case(
+    "best_gd_beta_risk a task of 8192 dims",
+    "task.dim = 8192",
+    lambda: exact.best_gd_beta_risk(LinearRegression(8192, noise_std=0.1), 10),
+)
+case(
+    "bayes_risk 20,000 draws of 8192 examples",
+    "bayes_risk at task.dim = 4, n = 8192, n_mc = 20000 .*config.MAX_FLOPS",
+    lambda: exact.bayes_risk(LinearRegression(4, noise_std=0.1), 8192, gen()),
+)
+case(
+    "optimal_lsa a task of 60 dims",
+    "optimal_lsa at task.dim = 60, starts = 8, max_iter = 200",
+    lambda: exact.optimal_lsa(LinearRegression(60, noise_std=0.1), 10),
+)
+case(
+    "AttentionMoments.of 65,536 Fourier functions",
+    "task.n_basis = 65536 functions",
+    lambda: (lambda t: exact.AttentionMoments.of(t.features, t))(
+        NonparametricTasks(dim=1, smoothness=1.0, n_basis=65536)
+    ),
+)
+case(
+    "AttentionMoments.gamma of 8192 features",
+    "gamma of 8192 features",
+    lambda: exact.AttentionMoments(F64_ONE, *(F64_ONE.expand(8192, 8192),) * 3).gamma(10),
+)
+case(
+    "basis_bayes_excess 8192 functions",
+    "basis_bayes_excess of task.n_basis = 8192",
+    lambda: exact.basis_bayes_excess(NonparametricTasks(dim=1, smoothness=1.0, n_basis=8192), 4, 8, gen()),
+)
+case(
+    "NonparametricTasks 65,536 B-splines in 8192 dims",
+    "5 \\* n_basis \\* dim \\(the B-spline index\\)",
+    lambda: NonparametricTasks(dim=8192, smoothness=1.0, basis="bspline", n_basis=65536),
+)
+case(
+    "LinearRegression a prior_cov of 12000 dims",
+    "prior_cov's eigenvalues at dim = 12000",
+    lambda: LinearRegression(12000, prior_cov=F64_ONE.expand(12000, 12000)),
+)
+case(
+    "ridge a prompt of 16384 dims",
+    "ridge on a prompt of n = 2 examples of dim = 16384",
+    lambda: est.ridge(prompt(1, 2, 16384), 1.0),
+)
+case(
+    "least_squares a prompt of 4096 examples in 16384 dims",
+    "least_squares on a prompt of n = 4096 examples of dim = 16384",
+    lambda: est.least_squares(Prompt.from_points(torch.zeros(1, 4097, 16384), torch.zeros(1, 4097))),
+)
+case(
+    "bayes_linear_regression a prior_cov of 16384 dims",
+    "prior_cov's eigenvalues at dim = 16384",
+    lambda: est.bayes_linear_regression(prompt(1, 2, 16384), torch.zeros(16384), F64_ONE.expand(16384, 16384), 0.1),
+)
+case(
+    "kernel_ridge_fit prompts of 8192 examples",
+    "kernel_ridge_fit on prompts of n = 8192 examples",
+    lambda: kernel_ridge_fit(prompt(1, 8192, 1)),
+)
+case(
+    "DiscreteFeatures a frame of 12000 dims",
+    "a QR of the random frame at dim = 12000",
+    lambda: DiscreteFeatures(12000, torch.ones(4) / 4),
+)
+case(
+    "SingleIndexTasks a subspace of 8192 in 16384 dims",
+    "a QR of the subspace at dim = 16384, subspace_dim = 8192",
+    lambda: SingleIndexTasks(16384, 8192),
+)
+case(
+    "principal_angles weights of 8192 x 8192",
+    "an SVD of weights of shape \\(8192, 8192\\)",
+    lambda: principal_angles(F64_ONE.expand(8192, 8192), torch.eye(8192, 1, dtype=torch.float64)),
+)
+case("checks.work a negative estimate", "flops must be an estimate >= 0", lambda: checks.work("x", -1.0))
+case("checks.work a NaN estimate", "flops must be an estimate >= 0", lambda: checks.work("x", float("nan")))
+case("checks.work a str estimate", "flops must be a number", lambda: checks.work("x", "1e9"))
+case("checks.work a what that is not a str", "what must be a str", lambda: checks.work(3, 1.0))
+case("checks.psd_sqrt a name that is not a str", "name must be a str", lambda: checks.psd_sqrt(torch.eye(2), name=1))
+case(
+    "TeacherFeatures 2730 neurons' activations on 65,536 inputs",
+    "3 \\* n_whiten \\* width",
+    lambda: TeacherFeatures(dim=4, k=2, width=4096),
+)
+
+
 # a prompt of 1e200 makes ridge's Gram matrix huge, which warns before the overflow is refused
 @pytest.mark.filterwarnings("ignore:lam=1 is below 1e-10 of the Gram matrix's scale:RuntimeWarning")
 @pytest.mark.parametrize("id, pattern, call", CASES, ids=[c[0] for c in CASES])

@@ -52,6 +52,7 @@ class DiscreteFeatures:
         object.__setattr__(self, "probs", probs)
         # the random frame: a dim x dim QR, which holds about three matrices of that size
         checks.allocation("3 * dim * dim (a QR of the random frame)", 3 * dim * dim, torch.float64)
+        checks.work(f"a QR of the random frame at dim = {dim} (5 dim^3)", 5 * dim**3)
         gen = torch.Generator().manual_seed(self.seed)
         frame, _ = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=torch.float64))
         object.__setattr__(self, "features", frame[:, : probs.numel()])

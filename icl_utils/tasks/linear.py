@@ -42,11 +42,11 @@ class LinearRegression:
         if self.prior_cov is not None:
             cov = checks.psd_matrix("prior_cov", self.prior_cov, self.dim)
             object.__setattr__(self, "prior_cov", cov)
-            object.__setattr__(self, "_prior_sqrt", checks.psd_sqrt(cov))
+            object.__setattr__(self, "_prior_sqrt", checks.psd_sqrt(cov, "prior_cov"))
         if self.x_cov is not None:
             cov = checks.psd_matrix("x_cov", self.x_cov, self.dim)
             object.__setattr__(self, "x_cov", cov)
-            object.__setattr__(self, "_x_sqrt", checks.psd_sqrt(cov))
+            object.__setattr__(self, "_x_sqrt", checks.psd_sqrt(cov, "x_cov"))
         if self.x_range is not None:
             if self.x_cov is not None:
                 raise ValueError("give x_cov (Gaussian inputs) or x_range (uniform inputs), not both")

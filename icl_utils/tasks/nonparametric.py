@@ -90,7 +90,8 @@ def _fourier_indices(dim: int, count: int) -> list[tuple[int, ...]]:
                 out.append(tuple(index))
                 return
             for axis in range(start, dim):
-                for k in range(1, remaining + 1):
+                # the last axis must take all that remains (a loop over every k there made dim = 1 quadratic)
+                for k in range(remaining, remaining + 1) if axis == dim - 1 else range(1, remaining + 1):
                     for j in (2 * k, 2 * k + 1):
                         place(axis + 1, remaining - k, [*chosen, (axis, j)])
 
@@ -105,7 +106,7 @@ def _fourier_indices(dim: int, count: int) -> list[tuple[int, ...]]:
         size = (
             1
             if total == 0
-            else sum(math.comb(dim, m) * 2**m * math.comb(total - 1, m - 1) for m in range(1, total + 1))
+            else sum(math.comb(dim, m) * 2**m * math.comb(total - 1, m - 1) for m in range(1, min(total, dim) + 1))
         )
         checks.allocation(
             "n_basis * dim (the Fourier basis' index table, built a level at a time)",
@@ -125,15 +126,23 @@ def _bspline_norms(index: list[tuple[int, tuple[int, ...]]], order: int) -> Tens
     pieces = torch.arange(order + 1, dtype=torch.float64)  # N_m on [k, k + 1], k = 0..m
     u = pieces[:, None] + (nodes + 1) / 2  # (m + 1, nodes) points in each piece
     piece_sq = (_cardinal_bspline(u, order).square() * weights / 2).sum(-1)  # integral of N_m^2 on each piece
-    out = []
-    for level, shifts in index:
-        squares = [piece_sq[max(0, -b) : max(0, min(order + 1, 2**level - b))].sum() / 2**level for b in shifts]
-        out.append(math.prod(v.item() for v in squares))
-    return torch.tensor(out, dtype=torch.float64).sqrt()
+    # An axis's integral covers the pieces lo..hi-1 of its spline: one sum per (lo, hi), gathered for every axis of
+    # every function at once (a loop over them took 5 us an entry, 45 minutes for 65,536 splines in 8,192 dims).
+    sums = torch.tensor(
+        [[piece_sq[lo:hi].sum().item() for hi in range(order + 2)] for lo in range(order + 1)], dtype=torch.float64
+    )
+    levels = torch.tensor([a for a, _ in index])[:, None]
+    shifts = torch.tensor([b for _, b in index])
+    lo = (-shifts).clamp(min=0)
+    hi = torch.minimum(torch.full_like(shifts, order + 1), 2**levels - shifts).clamp(min=0)
+    factors = sums[lo, hi] / 2.0**levels
+    return torch.cumprod(factors, 1)[:, -1].sqrt()  # cumprod multiplies in axis order, as a loop would
 
 
 def _bspline_indices(dim: int, count: int, order: int) -> list[tuple[int, tuple[int, ...]]]:
     """The first ``count`` (level, shifts) pairs: levels in order, shifts ``b`` with ``2^a x - b`` in the support."""
+    # the shifts as tuples, then as tensors for the norms and the table: about five count x dim arrays of int64
+    checks.allocation("5 * n_basis * dim (the B-spline index)", 5 * count * dim, torch.int64)
     out: list[tuple[int, tuple[int, ...]]] = []
     level = 0
     while len(out) < count:

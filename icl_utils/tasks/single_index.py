@@ -113,6 +113,7 @@ class SingleIndexTasks:
             raise ValueError(f"lead_mean must be a non-zero number (E[c_k] != 0), got {self.lead_mean}")
         g = torch.Generator().manual_seed(self.subspace_seed)
         checks.allocation("3 * dim * subspace_dim (a QR of the subspace)", 3 * dim * r, torch.float64)
+        checks.work(f"a QR of the subspace at dim = {dim}, subspace_dim = {r} (5 dim subspace_dim^2)", 5 * dim * r**2)
         basis, _ = torch.linalg.qr(torch.randn(dim, r, generator=g, dtype=torch.float64))
         object.__setattr__(self, "basis", basis)
 
@@ -277,6 +278,8 @@ def principal_angles(
     weights: Annotated[Float[Tensor, "m d"], Finite], basis: Annotated[Float[Tensor, "d r"], Finite, Columns]
 ) -> Tensor:
     """Principal angles (radians) between ``S = span(U)`` and the top-``r`` right singular space of ``W``."""
+    m, d = weights.shape
+    checks.work(f"an SVD of weights of shape ({m}, {d}) (22 m d min(m, d))", 22 * m * d * min(m, d))
     w, u = _weights_and_basis(weights, basis)
     r = u.shape[1]
     _, svals, vh = torch.linalg.svd(w, full_matrices=False)
