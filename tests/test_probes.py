@@ -3432,6 +3432,21 @@ case(
     "an SVD of weights of shape \\(8192, 8192\\)",
     lambda: principal_angles(F64_ONE.expand(8192, 8192), torch.eye(8192, 1, dtype=torch.float64)),
 )
+case(
+    "NonparametricTasks.posterior_mean a prior of 65,536 functions",
+    "n_basis\\^2 \\(the prior's covariance\\)",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0, n_basis=65536).posterior_mean(prompt(2, 4, 1)),
+)
+case(
+    "NonparametricTasks.feature_prompt the basis of 2000 prompts",
+    "prompt's B \\* \\(n \\+ 1\\) points",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0, n_basis=65536).feature_prompt(prompt(2000, 100, 1)),
+)
+case(
+    "NonparametricTasks.features 20,000 points of 65,536 functions",
+    "x's points \\* the values of a point's basis",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0, n_basis=65536).features(torch.rand(20000, 1)),
+)
 case("checks.work a negative estimate", "flops must be an estimate >= 0", lambda: checks.work("x", -1.0))
 case("checks.work a NaN estimate", "flops must be an estimate >= 0", lambda: checks.work("x", float("nan")))
 case("checks.work a str estimate", "flops must be a number", lambda: checks.work("x", "1e9"))

@@ -302,7 +302,14 @@ class NonparametricTasks:
     @checked
     def features(self, x: Annotated[Float[Tensor, "*batch {self.dim}"], Finite]) -> Tensor:
         """The basis functions at ``x`` (shape ``(..., dim)``): shape ``(..., n_basis)``."""
+        self._fits_features("x's points * the values of a point's basis", x.numel() // self.dim)
         return self._features(x)
+
+    def _fits_features(self, what: str, points: int) -> None:
+        """Refuse the basis at ``points`` points above one tensor's limit (B-splines hold a value per axis and
+        ``2^order`` temporaries per function and point)."""
+        per_point = self.n_basis * (self.dim * 2**self.order if self.basis == "bspline" else 1)
+        checks.allocation(what, points * per_point)
 
     def _features(self, x: Tensor) -> Tensor:
         """:meth:`features` without its checks: the sampler's, on inputs it drew."""
@@ -363,11 +370,15 @@ class NonparametricTasks:
         prompt = checks.prompt(prompt)
         if prompt.dim != self.dim:
             raise ValueError(f"prompt must have the task's dim={self.dim}, got dimension {prompt.dim}")
+        self._fits_features(
+            "prompt's B * (n + 1) points * the values of a point's basis", prompt.batch_size * (prompt.n_context + 1)
+        )
         return Prompt(self._features(prompt.x), prompt.y, self._features(prompt.x_query), prompt.y_query)
 
     def posterior_mean(self, prompt: Prompt) -> Tensor:
         """The oracle: the Bayes posterior mean of ``F(x_query)`` for a learner that knows the basis and the prior
         (Bayesian linear regression on the basis functions)."""
+        checks.allocation("n_basis^2 (the prior's covariance)", self.n_basis**2, torch.float64)
         var = self.prior_var()
         return bayes_linear_regression(
             self.feature_prompt(prompt), torch.zeros_like(var), torch.diag(var), self.noise_var
