@@ -115,8 +115,8 @@ MAX_SCALE = 1e6
 #: inverse or a solve 4 d^3, a QR 5 d^3, an eigendecomposition 10 d^3 (4 d^3 for the eigenvalues alone), a
 #: pseudo-inverse 12 d^3 (22 d^3 unless symmetric), as each was timed against a product in float64 on two CPU
 #: cores. There a product runs at about 100 GFLOP/s, so 2^42 is about 45 s: above it a call is refused at once
-#: with its estimate instead of running for minutes. The book's largest is 3.3e12, chapter 2's Bayes oracle in full
-#: mode (256 designs of 4,096 points on 1,024 functions, on the CPU).
+#: with its estimate instead of running for minutes. The book's largest is 3.6e12, chapter 2's Bayes oracle in full
+#: mode (256 designs of 4,096 points on 1,024 functions, on the CPU); the next, 5.4e11.
 MAX_FLOPS = 2**42
 #: the most series or panels one figure draws (beyond it, colours cannot be told apart nor a legend read)
 MAX_SERIES = 2**10

@@ -107,7 +107,7 @@ def optimal_gd_step(
     singular ``H`` or ``Psi`` is allowed.
     """
     checks.work(
-        f"optimal_gd_step at task.dim = {task.dim} (a pseudo-inverse and 4 products, 20 dim^3)", 20 * task.dim**3
+        f"optimal_gd_step at task.dim = {task.dim} (a pseudo-inverse and 5 products, 22 dim^3)", 22 * task.dim**3
     )
     mean, psi, h, noise = _gaussian_task(task)
     beta0 = mean if beta0 is None else beta0.double().cpu()
@@ -167,7 +167,9 @@ class AttentionMoments:
         nearly collinear features are allowed."""
         features = len(self.c)
         checks.work(
-            f"gamma of {features} features (an eigendecomposition, a solve, 6 products: 26 N^3)", 26 * features**3
+            f"AttentionMoments.gamma on moments c, g, w of {features} features (an eigendecomposition, a solve, 6 "
+            "products: 26 N^3)",
+            26 * features**3,
         )
         # Solve in whitened coordinates psi = phi V D^(-1/2) (G = I there): learned features are often nearly
         # collinear, and S^+ C G^+ is then dominated by rounding errors.
@@ -190,6 +192,12 @@ class AttentionMoments:
         return self.second - 2 * torch.trace(gamma @ self.c) + torch.trace(gamma @ self.g @ gamma.T @ self.s(n))
 
 
+def _default_points(task: NonparametricTasks) -> int:
+    """Quadrature nodes of :class:`AttentionMoments` and :func:`basis_bayes_excess`: the midpoint rule's 4096 in one
+    dimension, 2^15 Sobol points otherwise."""
+    return 4096 if task.dim == 1 else 2**15
+
+
 @functools.lru_cache(maxsize=4)
 def _quadrature(task: NonparametricTasks, points: int) -> tuple[Tensor, Tensor]:
     """The quadrature nodes (float64, ``(points, dim)``) and the true basis on them (``(points, N_true)``), kept for
@@ -207,7 +215,7 @@ def _moments(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``E y^2``, ``C``, ``G`` and ``W`` of :class:`AttentionMoments`, in float64 on the CPU, differentiable in the
     parameters of ``features`` where autograd is on."""
-    points = (4096 if task.dim == 1 else 2**15) if points is None else points
+    points = _default_points(task) if points is None else points
     # E[y^2 | x] through the prior, a product of (points, N) by (N, N) features, then B Lambda B^T (as many features)
     true = task.n_basis
     checks.work(
@@ -333,12 +341,13 @@ def bayes_risk(
     checks.allocation("4 * n * n (the noiseless kernel of one draw, its solve)", 4 * n * n, torch.float64)
     # H's square root, then per draw products of (n, d) by (d, d) and (n, n) matrices and an n x n solve
     checks.work(
-        f"bayes_risk at task.dim = {d}, n = {n}, n_mc = {n_mc} (12 d^3 + n_mc (8 n d^2 + 4 n^2 d + 4 n^3))",
-        12 * d**3 + n_mc * (8 * n * d**2 + 4 * n**2 * d + 4 * n**3),
+        f"bayes_risk at task.dim = {d}, n = {n}, n_mc = {n_mc} (14 d^3 + n_mc (8 n d^2 + 4 n^2 d + 4 n^3), 12 n^3 "
+        "noiseless)",
+        14 * d**3 + n_mc * (8 * n * d**2 + 4 * n**2 * d + (4 if task.noise_var > 0 else 12) * n**3),
     )
     _, psi, h, noise = _gaussian_task(task)  # d x d matrices, after the checks
     chunk_size = config.prompts_per_chunk(n * (n + d)) if chunk_size is None else chunk_size
-    h_sqrt = checks.psd_sqrt(h)
+    h_sqrt = checks.psd_sqrt(h, "task's x_cov")
     solve = torch.linalg.solve if noise > 0 else (lambda a, b: torch.linalg.pinv(a, hermitian=True) @ b)
     total, total_sq = 0.0, 0.0
     for start in range(0, n_mc, chunk_size):
@@ -365,12 +374,12 @@ def basis_bayes_excess(
     ``designs`` draws; returns the mean and its standard error, from the spread over designs alone."""
     if task.noise_var <= 0:
         raise ValueError("task must have label noise (noise_std > 0): the posterior is then a proper Gaussian")
-    count, points = task.n_basis, 4096 if task.dim == 1 else 2**15
+    count, points = task.n_basis, _default_points(task)
     # the target E f f^T, then per design A^T A (n x N by N x N), a Cholesky factor and its inverse
     checks.work(
         f"basis_bayes_excess of task.n_basis = {count} at n = {n}, designs = {designs} "
-        "(2 points N^2 + designs (2 n N^2 + 4 N^3))",
-        2 * points * count**2 + designs * (2 * n * count**2 + 4 * count**3),
+        "(2 points N^2 + designs (2 n N^2 + 5 N^3))",
+        2 * points * count**2 + designs * (2 * n * count**2 + 5 * count**3),
     )
     nodes, basis = _quadrature(task, points)
     root = task.prior_var().sqrt()
@@ -398,10 +407,6 @@ def best_attention_excess(moments: AttentionMoments, ns: Counts, noise_var: NonN
     length ``n`` in ``ns`` (:meth:`AttentionMoments.gamma`), from one set of moments: a numpy array of shape
     ``(len(ns),)``. ``noise_var`` is ``sigma^2``, the label noise of the task the moments describe."""
     checks.allocation("ns (one solve each)", len(ns) * len(moments.c) ** 2 * 64)  # a solve of N x N per n
-    checks.work(
-        f"ns = {len(ns)} context lengths, a gamma each of {len(moments.c)} features (26 N^3)",
-        len(ns) * 26 * len(moments.c) ** 3,
-    )
     risks = np.array([moments.risk(n, moments.gamma(n)).item() for n in ns], dtype=float)
     if (risks < noise_var * (1 - 1e-9)).any():  # the risk includes sigma^2: an excess is never negative
         raise ValueError(f"noise_var must be at most the risk ({risks.min():.4g}), got {noise_var}")
@@ -439,8 +444,6 @@ def _lsa_moments(task: object) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     d = mean.shape[0]
     # several fourth-moment tensors of the tokens at once
     checks.allocation("6 * (task.dim + 1)^4 (the tokens' fourth moments)", 6 * (d + 1) ** 4, torch.float64)
-    # the fourth moments contract two (d+1)^4 tensors over two indices
-    checks.work(f"the LSA's moments at task.dim = {d} (4 (dim + 1)^6)", 4 * (d + 1) ** 6)
     # beta~ = (beta, 1) is Gaussian (degenerate in its last coordinate), so a polynomial of degree <= 2 in beta is
     # a quadratic form in beta~, and products of two of them average by Isserlis' theorem.
     mu = torch.cat([mean, torch.ones(1, dtype=torch.float64)])
@@ -568,7 +571,8 @@ def optimal_lsa(
     penalty ``(|u|^2 - 1)^2`` fixes the scale that ``R*`` ignores, so the minimum is an isolated point. Needs a
     positive-definite ``H`` and either ``sigma > 0`` or a positive-definite ``Psi`` (then ``N`` is invertible).
     """
-    # each Newton step: a Hessian of the profile in u, d + 1 backward passes through contractions of (d+1)^4 values
+    # each Newton step: a Hessian of the profile in u, d + 1 backward passes through contractions of (d+1)^4 values;
+    # counted for every step allowed (Newton often stops far sooner, but a call cannot know that before it starts)
     checks.work(
         f"optimal_lsa at task.dim = {task.dim}, starts = {starts}, max_iter = {max_iter} "
         "(starts max_iter 16 (dim + 1)^5)",

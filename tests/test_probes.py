@@ -3379,7 +3379,7 @@ case(
 )
 case(
     "AttentionMoments.gamma of 8192 features",
-    "gamma of 8192 features",
+    "AttentionMoments.gamma on moments c, g, w of 8192 features",
     lambda: exact.AttentionMoments(F64_ONE, *(F64_ONE.expand(8192, 8192),) * 3).gamma(10),
 )
 case(
@@ -3394,7 +3394,7 @@ case(
 )
 case(
     "LinearRegression a prior_cov of 12000 dims",
-    "prior_cov's eigenvalues at dim = 12000",
+    "prior_cov's eigenvalues and square root at dim = 12000",
     lambda: LinearRegression(12000, prior_cov=F64_ONE.expand(12000, 12000)),
 )
 case(
@@ -3409,7 +3409,7 @@ case(
 )
 case(
     "bayes_linear_regression a prior_cov of 16384 dims",
-    "prior_cov's eigenvalues at dim = 16384",
+    "bayes_linear_regression on a prompt of n = 2 examples of dim = 16384",
     lambda: est.bayes_linear_regression(prompt(1, 2, 16384), torch.zeros(16384), F64_ONE.expand(16384, 16384), 0.1),
 )
 case(
@@ -3447,13 +3447,33 @@ case(
     "x's points \\* the values of a point's basis",
     lambda: NonparametricTasks(dim=1, smoothness=1.0, n_basis=65536).features(torch.rand(20000, 1)),
 )
+case(
+    "gd_beta_risk a task of 8192 dims",
+    "gd_beta_risk at task.dim = 8192",
+    lambda: exact.gd_beta_risk(LinearRegression(8192), 10, torch.zeros(8192), F64_ONE.expand(8192, 8192)),
+)
+case(
+    "checks.psd_sqrt a 8192 x 8192 matrix",
+    "prior's square root at 8192 x 8192",
+    lambda: checks.psd_sqrt(F64_ONE.expand(8192, 8192), "prior"),
+)
+case(
+    "AttentionMoments.of a map to 16,384 features",
+    "the moments of the 16384 features at 4096 points",
+    lambda: exact.AttentionMoments.of(lambda x: x.expand(-1, 16384), NP_TASK),
+)
+case(
+    "LinearRegression an x_cov of 8192 dims",
+    "x_cov's eigenvalues and square root at dim = 8192",
+    lambda: LinearRegression(8192, x_cov=F64_ONE.expand(8192, 8192)),
+)
 case("checks.work a negative estimate", "flops must be an estimate >= 0", lambda: checks.work("x", -1.0))
 case("checks.work a NaN estimate", "flops must be an estimate >= 0", lambda: checks.work("x", float("nan")))
 case("checks.work a str estimate", "flops must be a number", lambda: checks.work("x", "1e9"))
 case("checks.work a what that is not a str", "what must be a str", lambda: checks.work(3, 1.0))
 case("checks.psd_sqrt a name that is not a str", "name must be a str", lambda: checks.psd_sqrt(torch.eye(2), name=1))
 case(
-    "TeacherFeatures 2730 neurons' activations on 65,536 inputs",
+    "TeacherFeatures 4096 neurons' activations on 65,536 inputs",
     "3 \\* n_whiten \\* width",
     lambda: TeacherFeatures(dim=4, k=2, width=4096),
 )

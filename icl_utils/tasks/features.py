@@ -92,7 +92,7 @@ class TeacherFeatures:
             raise ValueError(f"rank must be at most k = {k}, got {rank}")
         # the whitening inputs, their pre-activations and the teacher's weights, before torch tries to allocate them
         checks.allocation("n_whiten * dim", n_whiten * dim, torch.float64)
-        checks.allocation("3 * n_whiten * width (pre-activations, activations)", 3 * n_whiten * width, torch.float64)
+        checks.allocation("3 * n_whiten * width (x w^T, plus b, the sigmoid)", 3 * n_whiten * width, torch.float64)
         checks.allocation("width * dim", width * dim, torch.float64)
         checks.allocation("3 * width * k (the output weights, whitened)", 3 * width * k, torch.float64)
         g = torch.Generator().manual_seed(self.seed)

@@ -39,6 +39,10 @@ class LinearRegression:
         object.__setattr__(self, "noise_std", float(self.noise_std))
         if self.prior_mean is not None:
             object.__setattr__(self, "prior_mean", self.prior_mean.double().cpu())
+        # a covariance's eigenvalues, then its square root: refused before either runs
+        for name, cov in (("prior_cov", self.prior_cov), ("x_cov", self.x_cov)):
+            if cov is not None:
+                checks.work(f"{name}'s eigenvalues and square root at dim = {self.dim} (18 dim^3)", 18 * self.dim**3)
         if self.prior_cov is not None:
             cov = checks.psd_matrix("prior_cov", self.prior_cov, self.dim)
             object.__setattr__(self, "prior_cov", cov)

@@ -279,7 +279,7 @@ def principal_angles(
 ) -> Tensor:
     """Principal angles (radians) between ``S = span(U)`` and the top-``r`` right singular space of ``W``."""
     m, d = weights.shape
-    checks.work(f"an SVD of weights of shape ({m}, {d}) (22 m d min(m, d))", 22 * m * d * min(m, d))
+    checks.work(f"an SVD of weights of shape ({m}, {d}) (30 m d min(m, d))", checks.svd_flops(m, d))
     w, u = _weights_and_basis(weights, basis)
     r = u.shape[1]
     _, svals, vh = torch.linalg.svd(w, full_matrices=False)
