@@ -112,9 +112,9 @@ MAX_SCALE = 1e6
 #: factorizations and solves of matrices as wide as a task, a feature map or a prompt, with the Monte Carlo loop of
 #: them inside a closed form (an estimator's batch of prompts is the caller's data: there, what one prompt costs).
 #: They are counted at the speed of a product: a product of d x d matrices is 2 d^3, a Cholesky factor d^3, an
-#: inverse or a solve 4 d^3, a QR 5 d^3, an eigendecomposition 10 d^3 (4 d^3 for the eigenvalues alone), a
-#: pseudo-inverse 12 d^3 (22 d^3 unless symmetric), as each was timed against a product in float64 on two CPU
-#: cores. There a product runs at about 100 GFLOP/s, so 2^42 is about 45 s: above it a call is refused at once
+#: inverse or a solve 4 d^3, a QR 5 d^3, an eigendecomposition 10 d^3 (4 d^3 for the eigenvalues alone), a symmetric
+#: pseudo-inverse 12 d^3, an SVD of m x d 30 m d min(m, d), as each was timed against a product in float64 on two
+#: CPU cores. There a product runs at about 100 GFLOP/s, so 2^42 is about 45 s: above it a call is refused at once
 #: with its estimate instead of running for minutes. The book's largest is 3.6e12, chapter 2's Bayes oracle in full
 #: mode (256 designs of 4,096 points on 1,024 functions, on the CPU); the next, 5.4e11.
 MAX_FLOPS = 2**42
