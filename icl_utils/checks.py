@@ -151,12 +151,14 @@ def psd_sqrt(cov: Tensor, name: str = "cov") -> Tensor:
         raise ValueError(f"{name} must be a non-empty square matrix (a tensor), got {type(cov).__name__}")
     if not cov.is_floating_point():  # eigh takes floats only
         raise TypeError(f"{name} must be a float tensor, got {cov.dtype}")
-    if not torch.allclose(cov, cov.T, rtol=1e-5, atol=1e-8 * float(cov.abs().max())):  # eigh reads one triangle
-        raise ValueError(f"{name} must be symmetric (eigh would read one triangle of it)")
     work(
         f"{name}'s square root at {len(cov)} x {len(cov)} (an eigendecomposition and two products, 14 d^3)",
         14 * len(cov) ** 3,
     )
+    if not bool(finite_flag(cov)):
+        raise ValueError(f"{name} must be finite, got a NaN or an infinity")
+    if not torch.allclose(cov, cov.T, rtol=1e-5, atol=1e-8 * float(cov.abs().max())):  # eigh reads one triangle
+        raise ValueError(f"{name} must be symmetric (eigh would read one triangle of it)")
     evals, evecs = torch.linalg.eigh(cov)
     if evals[0] < -1e-8 * max(float(evals.abs().max()), 1e-300):  # rounding leaves tiny negatives, no more
         raise ValueError(f"{name} must be positive semi-definite, got an eigenvalue {float(evals[0]):.3g}")
@@ -336,7 +338,8 @@ def allocation(what: str, values: int, dtype: torch.dtype = torch.float32) -> No
     size = values * dtype.itemsize
     if size > config.MAX_ELEMENTS * 4:
         raise ValueError(
-            f"{what} = {values:.3g} values ({size / 2**30:.3g} GiB in {dtype}) exceed the limit of one tensor, "
+            f"{what} = {_magnitude(values)} values ({_magnitude(size, 2**30)} GiB in {dtype}) exceed the limit of "
+            "one tensor, "
             f"{config.MAX_ELEMENTS * 4 / 2**30:.3g} GiB (config.MAX_ELEMENTS = {config.MAX_ELEMENTS:.3g} float32 "
             "values); ask for fewer at a time"
         )
@@ -355,9 +358,18 @@ def work(what: str, flops: float) -> None:
         raise ValueError(f"flops must be an estimate >= 0, got {flops}")
     if flops > config.MAX_FLOPS:
         raise ValueError(
-            f"{what} = {flops:.3g} floating-point operations exceed the limit of one call, {config.MAX_FLOPS:.3g} "
+            f"{what} = {_magnitude(flops)} floating-point operations exceed the limit of one call, "
+            f"{config.MAX_FLOPS:.3g} "
             f"(config.MAX_FLOPS, about {config.MAX_FLOPS / 1e11:.0f} s on two CPU cores); ask for less"
         )
+
+
+def _magnitude(value: float, unit: int = 1) -> str:
+    """``value / unit`` to three digits; an int past float64's range (which cannot be made a float) by its digits."""
+    try:
+        return f"{value / unit:.3g}"
+    except OverflowError:
+        return f"about 10^{len(str(value // unit)) - 1}"
 
 
 def svd_flops(m: int, d: int) -> int:

@@ -292,6 +292,8 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
     no longer run (a killed run's: SIGKILL skips any cleanup) are removed, never a live writer's. Of concurrent
     writes the last rename wins, whole."""
     path = Path(path)
+    if "\0" in str(path):  # the file system would refuse it deep inside tempfile
+        raise ValueError(f"path must not hold a null character, got {str(path)!r:.80}")
     if len(path.name.encode()) > 200:  # with the temporary file's prefix and suffix, past most file systems' 255
         raise ValueError(f"path must name a file of at most 200 bytes, got {len(path.name.encode())}")
     if path.is_dir():
@@ -300,6 +302,8 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
         text = json.dumps(data, indent=2, allow_nan=allow_nan, default=_plain_json) + "\n"
     except (ValueError, TypeError) as err:  # a NaN with allow_nan=False, a value JSON has no type for
         raise type(err)(f"data must hold only what JSON holds: {err}") from None
+    except RecursionError:  # nested past Python's recursion limit (or a structure that holds itself)
+        raise ValueError("data must be nested less deeply than Python's recursion limit") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a file where a folder of the path would be
@@ -438,6 +442,10 @@ def _number_field(name: str, value: object) -> None:
         float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number, got {value!r:.40}") from None
+    except OverflowError:  # an int past float64's range: no table can show it
+        raise ValueError(
+            f"{name} must be a number within float64's range, got an int of {len(str(value))} digits"
+        ) from None
 
 
 def _claim_fields(name: str, record: object, fields: tuple[str, ...]) -> None:

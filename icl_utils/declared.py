@@ -18,12 +18,14 @@ import itertools
 import math
 import numbers
 import re
+import reprlib
 import sys
 import types
 import typing
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
+import jaxtyping._decorator
 import numpy as np
 import torch
 from beartype import BeartypeConf, beartype
@@ -81,7 +83,8 @@ Rate = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v < 1]]
 # a non-empty tuple or list of such numbers, every item checked (beartype checks one random item of a container)
 # (a 1-D numpy array too, its items taken as the Python numbers they hold)
 Counts = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Count)]]
-Positives = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Positive)]]
+# a grid of penalties, bandwidths or tolerances, each a run or a factorization: at most a figure's series
+Positives = Annotated[tuple | list | np.ndarray, Is[lambda v: len(v) <= config.MAX_SERIES and _all_of(v, Positive)]]
 Reals = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Real)]]
 # a floating-point dtype (torch.float32, torch.float64, ...): the dtype of a sample or of parameters
 FloatDtype = Annotated[torch.dtype, Is[lambda d: d.is_floating_point]]
@@ -166,7 +169,11 @@ _DESCRIBED = {
     PositiveVariance: ("a real number", f"in (0, {config.MAX_SCALE**2:.0e}] (config.MAX_SCALE^2)"),
     Offset: ("a real number", f"in [-{config.MAX_SCALE:.0e}, {config.MAX_SCALE:.0e}] (config.MAX_SCALE)"),
     Counts: ("a tuple, list or 1-D array", "a non-empty tuple, list or 1-D array of ints >= 1"),
-    Positives: ("a tuple, list or 1-D array", "a non-empty tuple, list or 1-D array of numbers > 0 and finite"),
+    Positives: (
+        "a tuple, list or 1-D array",
+        f"a non-empty tuple, list or 1-D array of at most {config.MAX_SERIES} (config.MAX_SERIES) numbers > 0 and "
+        "finite",
+    ),
     Reals: ("a tuple, list or 1-D array", "a non-empty tuple, list or 1-D array of finite numbers"),
 }
 
@@ -237,14 +244,20 @@ def mapping_of(item: object, words: str | None = None, *, keys: str = "names", e
     return declare(collections.abc.Mapping, lambda m: (empty or len(m) > 0) and all(ok(v) for v in m.values()), words)
 
 
-def sequence_of(item: object, words: str, *, base: object = collections.abc.Sequence, empty: bool = False) -> object:
-    """A ``base`` (a sequence by default), non-empty unless ``empty``, each of whose items is ``item`` (a predicate,
-    a type or a declared type), which ``words`` say."""
+def sequence_of(
+    item: object, words: str, *, base: object = collections.abc.Sequence, empty: bool = False, most: int | None = None
+) -> object:
+    """A ``base`` (a sequence by default), non-empty unless ``empty``, of at most ``most`` items if given, each of
+    which is ``item`` (a predicate, a type or a declared type), which ``words`` say."""
     if not all(isinstance(o, type) for o in _options(base)):
         raise TypeError(f"base must be a type or a union of types, got {base!r:.60}")
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+        raise TypeError(f"most must be None or an int >= 1, got {most!r:.40}")
     ok, kind = _each(item), " or ".join(_words(o)[0].removeprefix("a ") for o in _options(base))
-    words = f"a {'' if empty else 'non-empty '}{kind} of {words}"
-    return declare(base, lambda s: (empty or len(s) > 0) and all(ok(v) for v in s), words)
+    words = f"a {'' if empty else 'non-empty '}{kind} of {'' if most is None else f'at most {most} '}{words}"
+    return declare(
+        base, lambda s: (empty or len(s) > 0) and (most is None or len(s) <= most) and all(ok(v) for v in s), words
+    )
 
 
 _DTYPES = {
@@ -464,6 +477,12 @@ def takes(fn: object, kinds: list, name: str) -> None:
         )
         count = _COUNTS[len(kinds)] if len(kinds) < len(_COUNTS) else f"{len(kinds)} arguments"
         raise TypeError(f"{name} must take {count}{f' ({said})' if said else ''}, got a callable {signature}") from None
+
+
+# A failed check makes jaxtyping format every argument into its message (26 s for a tuple of a million penalties),
+# which `checked` then replaces by its own: a short repr keeps a refused call as quick as an accepted one.
+if hasattr(jaxtyping._decorator, "_pformat"):
+    jaxtyping._decorator._pformat = lambda x, short_self: reprlib.repr(x)
 
 
 def checked(fn: F) -> F:

@@ -205,7 +205,10 @@ def _gd_plus_plus(
     ``(I - gamma S) S (I - gamma S)`` and ``(I - gamma S)(c - S delta)``: ``O(d^3)`` per step whatever ``n``.
     ``moments`` are :func:`_gd_plus_plus_moments` of ``x`` and ``y`` when the caller has them already.
     """
-    n = x.shape[1]
+    n, d = x.shape[1], x.shape[-1]
+    checks.work(
+        f"GD++ over steps = {steps} at dim = {d} (two d x d products a step and a prompt, 4 d^3)", 4 * steps * d**3
+    )
     s, c = _gd_plus_plus_moments(x, y) if moments is None else moments
     query, pred = x_query, torch.zeros_like(y[:, 0])
     eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
@@ -326,8 +329,6 @@ def kernel_ridge_fit(
     else:
         many = isinstance(bandwidth, (tuple, list, np.ndarray, Tensor))
         bandwidths = tuple(float(h) for h in (bandwidth if many else (bandwidth,)))
-        if len(bandwidths) > config.MAX_SERIES:  # an eigendecomposition per prompt each
-            raise ValueError(f"bandwidth must hold at most {config.MAX_SERIES} widths, got {len(bandwidths)}")
     # per bandwidth and prompt: the kernel (a product for the Gaussian; for the additive, d passes of exponentials at
     # about 10 ns a value, 1000 products' worth), its eigendecomposition, and a pass per penalty
     n, d = prompt.n_context, prompt.dim
@@ -427,8 +428,16 @@ def two_layer_network_fit(
     sphere, the output layer at zero.
     """
     prompt = checks.prompt(prompt)
+    batch, dim, n = prompt.batch_size, prompt.dim, prompt.n_context
+    # the activations of a step (pre-activation, ReLU, their gradients), and its work per prompt: the products, 6 n
+    # width d, and about 25 ns a value of elementwise passes (2600 products' worth), timed on two CPU cores
+    checks.allocation("4 * prompt's B * n * width (a step's activations)", 4 * batch * n * width, prompt.x.dtype)
+    checks.work(
+        f"two_layer_network_fit over steps = {steps} of width = {width} on a prompt of n = {n} examples of dim = "
+        f"{dim} (steps n width (6 d + 2600))",
+        steps * n * width * (6 * dim + 2600),
+    )
     g = torch.Generator(device=prompt.x.device).manual_seed(seed)
-    batch, dim = prompt.batch_size, prompt.dim
     like = {"device": prompt.x.device, "dtype": prompt.x.dtype}  # the network computes in the prompt's dtype
     w = torch.randn(batch, width, dim, generator=g, **like)
     w = (w / w.norm(dim=2, keepdim=True)).requires_grad_(True)

@@ -406,6 +406,8 @@ def best_attention_excess(moments: AttentionMoments, ns: Counts, noise_var: NonN
     """The excess ICL risk ``R(Gamma*(n)) - sigma^2`` of linear attention with the best ``Gamma`` for each context
     length ``n`` in ``ns`` (:meth:`AttentionMoments.gamma`), from one set of moments: a numpy array of shape
     ``(len(ns),)``. ``noise_var`` is ``sigma^2``, the label noise of the task the moments describe."""
+    if len(ns) > config.MAX_SERIES:  # a curve's points, each a solve
+        raise ValueError(f"ns must hold at most {config.MAX_SERIES} (config.MAX_SERIES) lengths, got {len(ns)}")
     checks.allocation("ns (one solve each)", len(ns) * len(moments.c) ** 2 * 64)  # a solve of N x N per n
     risks = np.array([moments.risk(n, moments.gamma(n)).item() for n in ns], dtype=float)
     if (risks < noise_var * (1 - 1e-9)).any():  # the risk includes sigma^2: an excess is never negative

@@ -606,7 +606,12 @@ def plot_error_curves(
     for name, value in (reference or {}).items() if logy else ():
         if value <= 0:
             raise ValueError(f"reference[{name!r}] must be > 0 on a log axis (logy=True), got {value}")
-    means = {name: [t.numpy() / normalize for t in mean_and_band(errors)] for name, errors in curves.items()}
+    raw = {name: [t.numpy() for t in mean_and_band(errors)] for name, errors in curves.items()}
+    with np.errstate(over="ignore"):
+        means = {name: [v / normalize for v in pair] for name, pair in raw.items()}
+    finite = [np.isfinite(v).all() for pairs in (raw, means) for pair in pairs.values() for v in pair]
+    if all(finite[: len(finite) // 2]) and not all(finite[len(finite) // 2 :]):  # finite curves, divided into inf
+        raise ValueError(f"normalize = {normalize:g} makes the curves overflow; give a larger one")
     for name, (mean, _) in means.items():  # on a log axis, a curve of zeros would draw nothing
         _curve(f"curves[{name!r}] (mean)", mean, (len(mean),), log=logy)
     ax = ax if ax is not None else plt.gca()

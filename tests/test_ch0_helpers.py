@@ -94,7 +94,10 @@ def test_effective_ridge_finds_the_penalty_of_a_ridge_curve_and_least_squares_at
     assert effective_ridge(zero, prompt, lams)[0] == 3.0
     with pytest.raises(ValueError, match="curve"):
         effective_ridge(curve[:-1], prompt, lams)
-    with pytest.raises(ValueError, match="lams must be a non-empty tuple, list or 1-D array of numbers > 0"):
+    with pytest.raises(
+        ValueError,
+        match=r"lams must be a non-empty tuple, list or 1-D array of at most 1024 \(config.MAX_SERIES\) numbers > 0",
+    ):
         effective_ridge(curve, prompt, [0.1, 0.0])
     with pytest.raises(ValueError, match="lams"):
         effective_ridge(curve, prompt, [])

@@ -72,6 +72,14 @@ def prompt(batch=3, n=4, d=2, dtype=torch.float32) -> Prompt:
     return Prompt(*(getattr(p, f).to(dtype) for f in ("x", "y", "x_query", "y_query")))
 
 
+def _nested(depth: int) -> list:
+    """A list nested ``depth`` deep."""
+    data: list = []
+    for _ in range(depth):
+        data = [data]
+    return data
+
+
 def spoiled(field: str, value: float = NAN, **kw) -> Prompt:
     """A prompt with one entry of ``field`` set to ``value``."""
     p = prompt(**kw)
@@ -569,7 +577,7 @@ case(
 )
 case(
     "one_step_feature_update: n_tasks 0",
-    "n_tasks must be >= 1",
+    "n_tasks must be in \\[1, ",
     lambda: one_step_feature_update(
         FeatureAttention(2, 4, generator=gen()), LR, n_tasks=0, n=3, lr=1.0, weight_decay=1.0, generator=gen()
     ),
@@ -3072,7 +3080,7 @@ case(
 )
 case(
     "kernel_ridge a million bandwidths",
-    "bandwidth must hold at most",
+    "bandwidth must be .* of at most 1024",
     lambda: est.kernel_ridge(prompt(), bandwidth=[1.0] * 10**6),
 )
 case(
@@ -3467,6 +3475,126 @@ case(
     "x_cov's eigenvalues and square root at dim = 8192",
     lambda: LinearRegression(8192, x_cov=F64_ONE.expand(8192, 8192)),
 )
+# --- a seventh campaign's finds --------------------------------------------------------------------------------------
+case(
+    "checks.allocation an int past float64",
+    "batch = about 10\\^400 values",
+    lambda: checks.allocation("batch", 10**400),
+)
+case("checks.work an int past float64", "x = about 10\\^400 floating-point", lambda: checks.work("x", 10**400))
+case(
+    "DiscreteFeatures.sample a batch past float64",
+    "batch \\* \\(n \\+ 1\\) \\* dim = about",
+    lambda: DiscreteFeatures(4, torch.ones(2) / 2).sample(10**300, 10**10, gen()),
+)
+case("checks.psd_sqrt a NaN", "cov must be finite", lambda: checks.psd_sqrt(torch.tensor([[NAN, 0.0], [0.0, 1.0]])))
+case(
+    "claims.write_json a null character in path",
+    "path must not hold a null character",
+    lambda: claims.write_json(Path(tempfile.mkdtemp()) / "a\0b.json", {}),
+)
+case(
+    "claims.write_json data nested past the recursion limit",
+    "data must be nested less deeply",
+    lambda: claims.write_json(Path(tempfile.mkdtemp()) / "deep.json", {"a": _nested(100_000)}),
+)
+case(
+    "NonparametricTasks.sample weights past MAX_SCALE",
+    "weights must be .* of magnitude at most config.MAX_SCALE",
+    lambda: NonparametricTasks(dim=1, smoothness=1.0).sample(4, 5, gen(), weights=torch.full((4, 64), 3e38)),
+)
+case(
+    "plot_error_curves a normalize that overflows the curves",
+    "normalize = 2.3e-308 makes the curves overflow",
+    lambda: plotting.plot_error_curves({"a": torch.ones(4, 3) * 10}, normalize=2.3e-308),
+)
+case(
+    "gd_plus_plus 1e7 steps in 64 dims",
+    "GD\\+\\+ over steps = 10000000 at dim = 64",
+    lambda: est.gd_plus_plus(prompt(1, 2, 64), lr=0.01, gamma=0.0, steps=10**7),
+)
+case(
+    "GDPlusPlus 1e7 steps in 64 dims",
+    "GD\\+\\+ over steps = 10000000 at dim = 64",
+    lambda: GDPlusPlus(64, steps=10**7)(prompt(1, 2, 64)),
+)
+case(
+    "gd_beta_flow 1e7 steps in 64 dims",
+    "gd_beta_flow over steps = 10000000 at task.dim = 64",
+    lambda: gd_beta.gd_beta_flow(
+        LinearRegression(64), 5, {"beta0": torch.zeros(64), "gamma": torch.zeros(64, 64)}, steps=10**7, lr=1e-3
+    ),
+)
+case(
+    "two_layer_network 1e5 steps of width 4096",
+    "two_layer_network_fit over steps = 100000 of width = 4096",
+    lambda: est.two_layer_network(prompt(2, 64, 64), width=4096, steps=10**5),
+)
+case(
+    "two_layer_network activations of 16 GiB",
+    "4 \\* prompt's B \\* n \\* width",
+    lambda: est.two_layer_network(prompt(1024, 256, 1), width=16384, steps=1),
+)
+case(
+    "one_step_feature_update 1e12 tasks",
+    "n_tasks must be in \\[1, 1e\\+08\\]",
+    lambda: one_step_feature_update(
+        FeatureAttention(2, 4, generator=gen()), LR2, n_tasks=10**12, n=2, lr=1.0, weight_decay=1.0, generator=gen()
+    ),
+)
+case(
+    "stage_one_gradients 1e12 tasks",
+    "n_tasks must be at most 1e\\+08",
+    lambda: stage_one_gradients(
+        FeatureAttention(2, 4, generator=gen()), LR2, n_tasks=[10, 10**12], n=2, generator=gen()
+    ),
+)
+case(
+    "optimal_gamma k of 12000",
+    "optimal_gamma of k = 12000",
+    lambda: mf.optimal_gamma(torch.randn(1, 12002), torch.randn(1, 1), 12000),
+)
+case(
+    "gp_perturbation 8000 neurons",
+    "gp_perturbation of particles' M = 8000",
+    lambda: mf.gp_perturbation(torch.randn(8000, 3), gen(), 0.1, 1.0),
+)
+case(
+    "icl_optimal_gamma k of 400",
+    "particles' students \\* k\\^4",
+    lambda: mf.icl_optimal_gamma(torch.randn(2, 402), torch.randn(1, 2, 1), torch.randn(1, 2)),
+)
+case(
+    "path_losses a million points",
+    "s_values must be .* of at most 1024",
+    lambda: mf.path_losses(
+        torch.randn(3, 5),
+        torch.randn(3, 5),
+        torch.eye(2),
+        np.linspace(0, 1, 10**6),
+        torch.randn(5, 2),
+        torch.randn(5, 2),
+    ),
+)
+case(
+    "effective_ridge 1e5 penalties",
+    "lams must be .* of at most 1024",
+    lambda: risk.effective_ridge(torch.zeros(6), prompt(1, 5, 2), list(np.logspace(-3, 3, 10**5))),
+)
+case(
+    "kernel_ridge a million penalties",
+    "lams must be .* of at most 1024",
+    lambda: est.kernel_ridge(prompt(), lams=tuple(np.logspace(-3, 3, 10**6))),
+)
+case(
+    "best_attention_excess a million lengths",
+    "ns must hold at most 1024",
+    lambda: exact.best_attention_excess(
+        exact.AttentionMoments(F64_ONE, *(torch.eye(2, **F64),) * 3), list(range(1, 10**6)), 0.0
+    ),
+)
+case("LTB 16384 dims with an MLP as wide", "the LTB's parameters", lambda: LTB(16384, mlp_width=16384))
+case("MLPAttention 1024 layers of 16384", "the MLP's parameters", lambda: MLPAttention(1, 1, hidden=16384, depth=1024))
 case("checks.work a negative estimate", "flops must be an estimate >= 0", lambda: checks.work("x", -1.0))
 case("checks.work a NaN estimate", "flops must be an estimate >= 0", lambda: checks.work("x", float("nan")))
 case("checks.work a str estimate", "flops must be a number", lambda: checks.work("x", "1e9"))

@@ -82,6 +82,10 @@ def gd_beta_flow(
     if set(init) != {"beta0", "gamma"}:
         raise ValueError(f'init must be a dict {{"beta0": (d,) tensor, "gamma": (d, d) tensor}}, got keys {set(init)}')
     init = dict(zip(("beta0", "gamma"), _point(task, **init)))  # its blocks checked as gd_beta_hessian's point
+    # each step the risk (24 d^3) and its gradient (about twice that)
+    checks.work(
+        f"gd_beta_flow over steps = {steps} at task.dim = {task.dim} (72 dim^3 a step)", 72 * steps * task.dim**3
+    )
     mean, gamma_star = task.mean(), optimal_gd_step(task, n)
     best = gd_beta_risk(task, n, mean, gamma_star).item()
 

@@ -59,7 +59,7 @@ from icl_utils.tasks.features import TeacherFeatures, _sigmoid_network
 
 # The declared shapes: one student's particles (M, p), p = k + d + 1, or S students' (S, M, p); the inputs and the
 # teacher's features there, shared by the students or one sample each. Leading axes broadcast.
-PathPoints = checks.sequence_of(Probability, "numbers in [0, 1]", base=Sequence | np.ndarray)
+PathPoints = checks.sequence_of(Probability, "numbers in [0, 1]", base=Sequence | np.ndarray, most=config.MAX_SERIES)
 # Finite particles (a NaN one gives a NaN loss) and at least one input (a mean over none is NaN).
 Particles = Annotated[
     Float[Tensor, "*#S M p"],
@@ -195,7 +195,15 @@ def icl_optimal_gamma(
     eigenvalue of its Gram matrix. The fast timescale's limit on finite prompts; shapes as in :func:`icl_loss`,
     ``(S, k, k)`` for stacked particles."""
     _two_points(x)
-    return _icl_optimal_gamma(particles, x, y, _student_k(particles, x), ridge)
+    k = _student_k(particles, x)
+    students, points = math.prod(particles.shape[:-2]), math.prod(x.shape[-3:-1])
+    # a least-squares problem in the k^2 entries of each student's Gamma: its Gram matrix and a solve
+    checks.allocation("particles' students * k^4 (the Gram matrix of Gamma's entries)", students * k**4, x.dtype)
+    checks.work(
+        f"icl_optimal_gamma of k = {k} for {students} students on B n = {points} points (2 B n k^4 + 4 k^6 each)",
+        students * (2 * points * k**4 + 4 * k**6),
+    )
+    return _icl_optimal_gamma(particles, x, y, k, ridge)
 
 
 def _icl_optimal_gamma(particles: Tensor, x: Tensor, y: Tensor, k: int, ridge: float = 1e-8) -> Tensor:
@@ -217,6 +225,8 @@ def _icl_gamma_of(h: Tensor, context: Tensor, y: Tensor, ridge: float = 1e-8) ->
 @checked
 def optimal_gamma(particles: Particles, x: Inputs, k: Count, ridge: Positive = 1e-8) -> Tensor:
     """The fast timescale's limit ``Gamma = (Sigma_{mu,mu} + ridge * tr(Sigma_{mu,mu})/k I)^-1``."""
+    students = math.prod(particles.shape[:-2])
+    checks.work(f"optimal_gamma of k = {k} for {students} students (an inverse each, 4 k^3)", 4 * students * k**3)
     return _optimal_gamma(particles, x, k, ridge)
 
 
@@ -439,6 +449,10 @@ def gp_perturbation(
     # the kernel, its eigenvectors and the root: three M x M matrices
     checks.allocation(
         "3 * M * M (the particles' kernel, its eigenvectors and root)", 3 * particles.shape[0] ** 2, torch.float64
+    )
+    m = particles.shape[0]
+    checks.work(
+        f"gp_perturbation of particles' M = {m} neurons (an eigendecomposition and a product, 12 M^3)", 12 * m**3
     )
     p = particles.detach().double()
     kernel = torch.exp(-torch.cdist(p, p).square() / (2 * bandwidth**2))

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, Counts, Depth, NonNegative, Positive, Task, Width, checked
+from icl_utils.checks import Count, Counts, Depth, Draws, NonNegative, Positive, Task, Width, checked
 from icl_utils.models.base import QueryModel
 from icl_utils.prompts import Prompt, TaskFamily
 
@@ -110,6 +110,10 @@ class MLPAttention(AttentionOnFeatures):
         input_scale: checks.PositiveScale = 1.0,
     ):
         super().__init__(dim)
+        checks.allocation(
+            "the MLP's parameters, hidden (dim + (depth - 1) hidden + n_features) + n_features^2",
+            hidden * (dim + (depth - 1) * hidden + n_features) + n_features**2,
+        )
         layers: list[nn.Module] = []
         width = dim
         for _ in range(depth):
@@ -164,7 +168,7 @@ def one_step_feature_update(
     model: nn.Module,
     task: Task,
     *,
-    n_tasks: Count,
+    n_tasks: Draws,
     n: Count,
     lr: checks.PositiveScale,
     weight_decay: NonNegative,
@@ -205,6 +209,8 @@ def stage_one_gradients(
     """
     if any(a >= b for a, b in itertools.pairwise(n_tasks)):
         raise ValueError(f"n_tasks must increase, got {n_tasks}")
+    if n_tasks[-1] > config.MAX_DRAWS:  # prompts drawn in a loop: the count limit of Draws
+        raise ValueError(f"n_tasks must be at most {config.MAX_DRAWS:.0e} (config.MAX_DRAWS), got {n_tasks[-1]}")
     _reads(model, task, generator)
     chunk_size = (
         config.prompts_per_chunk((n + 1) * (model.W.shape[0] + model.dim)) if chunk_size is None else chunk_size
@@ -258,7 +264,7 @@ def _kronecker_gram(a: Tensor, f: Tensor) -> Tensor:
 
 @checked
 def fit_attention_ridge(
-    model: AttentionOnFeatures, task: Task, *, n_tasks: Count, n: Count, lam: Positive, generator: torch.Generator
+    model: AttentionOnFeatures, task: Task, *, n_tasks: Draws, n: Count, lam: Positive, generator: torch.Generator
 ) -> None:
     """Stage 2 of Oko et al. (2024): set ``Gamma`` of a feature-attention model, in place, to the ridge solution
 
@@ -315,9 +321,9 @@ def two_stage_fit(
     model: FeatureAttention,
     task: Task,
     *,
-    stage1_tasks: Count,
+    stage1_tasks: Draws,
     stage1_n: Count,
-    stage2_tasks: Count,
+    stage2_tasks: Draws,
     stage2_n: Count,
     lam: Positive,
     generator: torch.Generator,
@@ -342,7 +348,7 @@ def subspace_fit(
     model: FeatureAttention,
     task: Task,
     *,
-    stage2_tasks: Count,
+    stage2_tasks: Draws,
     stage2_n: Count,
     lam: Positive,
     generator: torch.Generator,
@@ -374,7 +380,7 @@ def stage_two_fit(
     model: FeatureAttention,
     task: Task,
     *,
-    stage2_tasks: Count,
+    stage2_tasks: Draws,
     stage2_n: Count,
     lam: Positive,
     generator: torch.Generator,

@@ -106,10 +106,11 @@ class LTB(QueryModel):
         if mlp_width is not None and not mlp:
             raise ValueError(f"mlp_width must be None without an MLP (mlp=False), got {mlp_width}")
         e = dim + 1
+        width = (mlp_width if mlp_width is not None else e) if mlp else 0
+        checks.allocation("the LTB's parameters, 4 (dim + 1)^2 + 2 mlp_width (dim + 1)", 4 * e * e + 2 * width * e)
         self.W_P, self.W_V, self.W_K, self.W_Q = (_param((e, e), init_std) for _ in range(4))
         self.mlp = mlp
         if self.mlp:
-            width = mlp_width if mlp_width is not None else e
             self.W_1, self.W_2 = _param((width, e), init_std), _param((width, e), init_std)
 
     def forward(self, prompt: Prompt) -> Tensor:

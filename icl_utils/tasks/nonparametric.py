@@ -337,7 +337,7 @@ class NonparametricTasks:
         batch: Count,
         n: Size,
         generator: torch.Generator,
-        weights: Annotated[Float[Tensor, "{batch} {self.n_basis}"], checks.Finite] | None = None,
+        weights: Annotated[Float[Tensor, "{batch} {self.n_basis}"], checks.Finite, checks.WithinScale] | None = None,
     ) -> Prompt:
         """``batch`` prompts of ``n`` examples and a query on the generator's device; ``weights`` (shape
         ``(batch, n_basis)``) fixes the coefficients instead of drawing them from the prior."""
