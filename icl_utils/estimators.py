@@ -456,6 +456,13 @@ def two_layer_network_fit(
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
+        with torch.no_grad():  # the networks start at zero: ten times that loss is worse than predicting nothing
+            start, end = prompt.y.square().mean(1).sum(), (net(prompt.x) - prompt.y).square().mean(1).sum()
+            if not bool(end <= 10 * start + 1e-12):
+                raise checks.Diverged(
+                    f"lr = {lr:g} made the fit diverge: the loss went from {start.item():.3g} to {end.item():.3g} in "
+                    f"{steps} steps; lower lr"
+                )
 
     @torch.no_grad()
     def predict(inputs: Tensor) -> Tensor:

@@ -3595,6 +3595,11 @@ case(
 )
 case("LTB 16384 dims with an MLP as wide", "the LTB's parameters", lambda: LTB(16384, mlp_width=16384))
 case("MLPAttention 1024 layers of 16384", "the MLP's parameters", lambda: MLPAttention(1, 1, hidden=16384, depth=1024))
+case(
+    "two_layer_network a step size of 1e6",
+    "lr = 1e\\+06 made the fit diverge",
+    lambda: est.two_layer_network(prompt(8, 16, 4), lr=1e6),
+)
 case("checks.work a negative estimate", "flops must be an estimate >= 0", lambda: checks.work("x", -1.0))
 case("checks.work a NaN estimate", "flops must be an estimate >= 0", lambda: checks.work("x", float("nan")))
 case("checks.work a str estimate", "flops must be a number", lambda: checks.work("x", "1e9"))
