@@ -368,8 +368,8 @@ def _magnitude(value: float, unit: int = 1) -> str:
     """``value / unit`` to three digits; an int past float64's range (which cannot be made a float) by its digits."""
     try:
         return f"{value / unit:.3g}"
-    except OverflowError:
-        return f"about 10^{len(str(value // unit)) - 1}"
+    except OverflowError:  # log10 takes an int of any size (str would refuse one past 4300 digits)
+        return f"about 10^{math.floor(math.log10(value // unit))}"
 
 
 def svd_flops(m: int, d: int) -> int:

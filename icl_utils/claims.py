@@ -302,7 +302,7 @@ def write_json(path: str | os.PathLike, data: dict, *, allow_nan: bool = True) -
         text = json.dumps(data, indent=2, allow_nan=allow_nan, default=_plain_json) + "\n"
     except (ValueError, TypeError) as err:  # a NaN with allow_nan=False, a value JSON has no type for
         raise type(err)(f"data must hold only what JSON holds: {err}") from None
-    except RecursionError:  # nested past Python's recursion limit (or a structure that holds itself)
+    except RecursionError:  # nested past Python's recursion limit
         raise ValueError("data must be nested less deeply than Python's recursion limit") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -444,7 +444,8 @@ def _number_field(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a number, got {value!r:.40}") from None
     except OverflowError:  # an int past float64's range: no table can show it
         raise ValueError(
-            f"{name} must be a number within float64's range, got an int of {len(str(value))} digits"
+            f"{name} must be a number within float64's range, got an int of about "
+            f"10^{math.floor(math.log10(abs(value)))}"
         ) from None
 
 

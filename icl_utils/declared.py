@@ -251,8 +251,10 @@ def sequence_of(
     which is ``item`` (a predicate, a type or a declared type), which ``words`` say."""
     if not all(isinstance(o, type) for o in _options(base)):
         raise TypeError(f"base must be a type or a union of types, got {base!r:.60}")
-    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
-        raise TypeError(f"most must be None or an int >= 1, got {most!r:.40}")
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int)):
+        raise TypeError(f"most must be None or an int, got {most!r:.40}")
+    if most is not None and most < 1:
+        raise ValueError(f"most must be >= 1, got {most}")
     ok, kind = _each(item), " or ".join(_words(o)[0].removeprefix("a ") for o in _options(base))
     words = f"a {'' if empty else 'non-empty '}{kind} of {'' if most is None else f'at most {most} '}{words}"
     return declare(
@@ -481,8 +483,15 @@ def takes(fn: object, kinds: list, name: str) -> None:
 
 # A failed check makes jaxtyping format every argument into its message (26 s for a tuple of a million penalties),
 # which `checked` then replaces by its own: a short repr keeps a refused call as quick as an accepted one.
+def _short_repr(x: object, *args: object, **kwargs: object) -> str:
+    try:
+        return reprlib.repr(x)
+    except Exception:  # an int past Python's 4300 digits, a repr that raises
+        return f"<{type(x).__name__}>"
+
+
 if hasattr(jaxtyping._decorator, "_pformat"):
-    jaxtyping._decorator._pformat = lambda x, short_self: reprlib.repr(x)
+    jaxtyping._decorator._pformat = _short_repr
 
 
 def checked(fn: F) -> F:

@@ -3600,6 +3600,12 @@ case(
     "lr = 1e\\+06 made the fit diverge",
     lambda: est.two_layer_network(prompt(8, 16, 4), lr=1e6),
 )
+case("checks.work an int past 4300 digits", "x = about 10\\^5000", lambda: checks.work("x", 10**5000))
+case(
+    "two_layer_network_fit a width past 4300 digits",
+    "width must be in \\[1, 16384\\]",
+    lambda: est.two_layer_network_fit(prompt(), width=10**5000),
+)
 case("checks.work a negative estimate", "flops must be an estimate >= 0", lambda: checks.work("x", -1.0))
 case("checks.work a NaN estimate", "flops must be an estimate >= 0", lambda: checks.work("x", float("nan")))
 case("checks.work a str estimate", "flops must be a number", lambda: checks.work("x", "1e9"))
@@ -3685,3 +3691,19 @@ VALID = {
 @pytest.mark.parametrize("call", VALID.values(), ids=list(VALID))
 def test_unusual_valid_input_works(call):
     call()
+
+
+def test_a_nan_prompt_under_nonfinite_allowed_gives_a_nan_prediction_from_two_layer_network():
+    y = prompt().y.clone()
+    y[0, 0] = NAN
+    p = prompt()
+    with checks.nonfinite_allowed():
+        pred = est.two_layer_network(Prompt(p.x, y, p.x_query, p.y_query), steps=5)
+    assert torch.isnan(pred[0]) and torch.isfinite(pred[1:]).all()
+
+
+def test_jaxtyping_formats_a_refused_call_s_arguments_briefly():
+    # jaxtyping pretty-prints every argument of a failed check; declared.py shortens it (a million penalties: 26 s)
+    import jaxtyping._decorator
+
+    assert jaxtyping._decorator._pformat(tuple(range(10**6)), short_self=False).endswith("...)")

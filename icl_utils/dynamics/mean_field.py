@@ -196,7 +196,8 @@ def icl_optimal_gamma(
     ``(S, k, k)`` for stacked particles."""
     _two_points(x)
     k = _student_k(particles, x)
-    students, points = math.prod(particles.shape[:-2]), math.prod(x.shape[-3:-1])
+    students = math.prod(torch.broadcast_shapes(particles.shape[:-2], x.shape[:-3]))  # the declared axes broadcast
+    points = math.prod(x.shape[-3:-1])
     # a least-squares problem in the k^2 entries of each student's Gamma: its Gram matrix and a solve
     checks.allocation("particles' students * k^4 (the Gram matrix of Gamma's entries)", students * k**4, x.dtype)
     checks.work(
@@ -225,8 +226,12 @@ def _icl_gamma_of(h: Tensor, context: Tensor, y: Tensor, ridge: float = 1e-8) ->
 @checked
 def optimal_gamma(particles: Particles, x: Inputs, k: Count, ridge: Positive = 1e-8) -> Tensor:
     """The fast timescale's limit ``Gamma = (Sigma_{mu,mu} + ridge * tr(Sigma_{mu,mu})/k I)^-1``."""
-    students = math.prod(particles.shape[:-2])
-    checks.work(f"optimal_gamma of k = {k} for {students} students (an inverse each, 4 k^3)", 4 * students * k**3)
+    students, inputs = math.prod(torch.broadcast_shapes(particles.shape[:-2], x.shape[:-2])), x.shape[-2]
+    checks.work(
+        f"optimal_gamma of k = {k} for particles' {students} students on x's {inputs} inputs (features, covariance "
+        "and inverse: 2 K M (d + k) + 2 K k^2 + 4 k^3 each)",
+        students * (2 * inputs * particles.shape[-2] * particles.shape[-1] + 2 * inputs * k**2 + 4 * k**3),
+    )
     return _optimal_gamma(particles, x, k, ridge)
 
 

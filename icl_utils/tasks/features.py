@@ -94,9 +94,11 @@ class TeacherFeatures:
         checks.allocation("n_whiten * dim", n_whiten * dim, torch.float64)
         checks.allocation("3 * n_whiten * width (x w^T, plus b, the sigmoid)", 3 * n_whiten * width, torch.float64)
         checks.allocation("width * dim", width * dim, torch.float64)
+        checks.allocation("n_whiten * k (the features to whiten)", n_whiten * rank, torch.float64)
         checks.work(
-            f"TeacherFeatures' whitening at n_whiten = {n_whiten}, width = {width}, dim = {dim} (2 n_whiten width dim)",
-            2 * n_whiten * width * dim,
+            f"TeacherFeatures' whitening at n_whiten = {n_whiten}, width = {width}, dim = {dim}, k = {rank} "
+            "(2 n_whiten width (dim + k) + 2 n_whiten k^2 + 10 k^3)",
+            2 * n_whiten * width * (dim + rank) + 2 * n_whiten * rank**2 + 10 * rank**3,
         )
         checks.allocation("3 * width * k (the output weights, whitened)", 3 * width * k, torch.float64)
         g = torch.Generator().manual_seed(self.seed)
