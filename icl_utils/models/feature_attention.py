@@ -12,12 +12,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from icl_utils import checks, config
-from icl_utils.checks import Count, Counts, Depth, Draws, NonNegative, Positive, Task, Width, checked
+from icl_utils.checks import Count, Depth, Draws, NonNegative, Positive, Task, Width, checked
 from icl_utils.models.base import QueryModel
 from icl_utils.prompts import Prompt, TaskFamily
 
@@ -191,12 +192,16 @@ def one_step_feature_update(
         model.W.copy_(stepped)
 
 
+#: a sweep over the number of stage-1 tasks, each a count of prompts drawn in a loop (the limit of Draws)
+TaskCounts = checks.sequence_of(Draws, "counts of prompts in [1, config.MAX_DRAWS]", base=tuple | list | np.ndarray)
+
+
 @checked
 def stage_one_gradients(
     model: FeatureAttention,
     task: Task,
     *,
-    n_tasks: Counts,
+    n_tasks: TaskCounts,
     n: Count,
     generator: torch.Generator,
     chunk_size: Count | None = None,
@@ -209,8 +214,6 @@ def stage_one_gradients(
     """
     if any(a >= b for a, b in itertools.pairwise(n_tasks)):
         raise ValueError(f"n_tasks must increase, got {n_tasks}")
-    if n_tasks[-1] > config.MAX_DRAWS:  # prompts drawn in a loop: the count limit of Draws
-        raise ValueError(f"n_tasks must be at most {config.MAX_DRAWS:.0e} (config.MAX_DRAWS), got {n_tasks[-1]}")
     _reads(model, task, generator)
     chunk_size = (
         config.prompts_per_chunk((n + 1) * (model.W.shape[0] + model.dim)) if chunk_size is None else chunk_size
