@@ -27,6 +27,7 @@ from icl_utils.declared import (  # noqa: F401  re-exported: the package declare
     Counts,
     Depth,
     Distribution,
+    DrawCounts,
     Draws,
     Finite,
     FloatDtype,

@@ -3544,7 +3544,7 @@ case(
 )
 case(
     "stage_one_gradients 1e12 tasks",
-    "n_tasks must be .* counts of prompts in \\[1, config.MAX_DRAWS\\]",
+    "n_tasks must be .* of ints in \\[1, 1e\\+08\\] \\(config.MAX_DRAWS\\)",
     lambda: stage_one_gradients(
         FeatureAttention(2, 4, generator=gen()), LR2, n_tasks=[10, 10**12], n=2, generator=gen()
     ),

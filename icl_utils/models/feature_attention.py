@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -192,16 +191,12 @@ def one_step_feature_update(
         model.W.copy_(stepped)
 
 
-#: a sweep over the number of stage-1 tasks, each a count of prompts drawn in a loop (the limit of Draws)
-TaskCounts = checks.sequence_of(Draws, "counts of prompts in [1, config.MAX_DRAWS]", base=tuple | list | np.ndarray)
-
-
 @checked
 def stage_one_gradients(
     model: FeatureAttention,
     task: Task,
     *,
-    n_tasks: TaskCounts,
+    n_tasks: checks.DrawCounts,
     n: Count,
     generator: torch.Generator,
     chunk_size: Count | None = None,
