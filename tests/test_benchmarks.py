@@ -300,3 +300,24 @@ def test_dry_run_caps_the_iterations_of_exact_pretraining(monkeypatch):
         tr.fit_features_exact(None, None, 4, max_iter=120)
     tr.fit_features_exact(None, None, 4, max_iter=120)
     assert seen == [7, 120]
+
+
+def test_the_device_kits_stand_in_for_jupytext_reads_the_cells_jupytext_reads(tmp_path):
+    """The device machine has no jupytext: ``benchmarks/device`` writes the chapters' code cells to JSON here and
+    its stand-in reads them there; both must give dry_run the same cells, in order."""
+    import importlib.util
+
+    import jupytext
+
+    from benchmarks.device import make_cells
+
+    counts = make_cells.write_cells(tmp_path)
+    spec = importlib.util.spec_from_file_location("jupytext_stand_in", ROOT / "benchmarks/device/shims/jupytext.py")
+    stand_in = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stand_in)
+    stand_in.CELLS = tmp_path
+    notebook = ROOT / "notebooks" / "02_mean_field.md"
+    want = [c.source for c in jupytext.read(notebook).cells if c.cell_type == "code"]
+    got = stand_in.read(notebook).cells
+    assert counts["02_mean_field"] == len(want) == len(got) > 10
+    assert [c.source for c in got] == want and {c.cell_type for c in got} == {"code"}

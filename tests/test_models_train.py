@@ -449,6 +449,8 @@ def test_cuda_graph_flag_needs_cuda(gen):
 
 CUDA_GRAPH_MODELS = {
     "gpt": lambda: small_model(d=4, n_context=7),
+    # chapter 4's GPT, whose query does not see itself: its mask once assigned an element (a host copy)
+    "gpt_query_blind": lambda: small_model(d=4, n_context=7, tokens="paired", query_sees_itself=False),
     "ltb": lambda: LTB(4),
     "mlp_attention": lambda: MLPAttention(4, 8, hidden=16),
 }
@@ -460,7 +462,7 @@ CUDA_GRAPH_MODELS = {
 def test_cuda_graph_step_matches_the_plain_step(family, ensemble):
     """The captured step (fused Adam in a CUDA graph, through a curriculum's shape changes) follows the plain
     step's losses on the same prompts, for every model family the chapters train (a model that builds a tensor
-    on the host inside its forward pass cannot be captured: the LTB's mask once did)."""
+    on the host inside its forward pass cannot be captured: the LTB's and the GPT's masks once did)."""
     make = CUDA_GRAPH_MODELS[family]
 
     def run(graph):

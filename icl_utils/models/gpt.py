@@ -76,8 +76,10 @@ class CausalSelfAttention(nn.Module):
         if self.query_sees_itself or length == 1:  # a lone query token has nothing else to attend to
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
         else:
-            allowed = torch.ones(length, length, dtype=torch.bool, device=h.device).tril()
-            allowed[-1, -1] = False
+            # causal, less the query's own entry; built from device ops alone (no element assignment, which
+            # copies from the host), so a CUDA graph can record it
+            i = torch.arange(length, device=h.device)
+            allowed = (i[:, None] > i) | ((i[:, None] == i) & (i < length - 1))
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout)
         return self.proj(out.transpose(1, 2).reshape(batch, length, width))
 
