@@ -84,7 +84,7 @@ Rate = Annotated[float, Is[lambda v: not isinstance(v, bool) and 0 <= v < 1]]
 # (a 1-D numpy array too, its items taken as the Python numbers they hold)
 Counts = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Count)]]
 # counts of prompts drawn in a loop, each within the limit of Draws (a sweep over a number of tasks)
-DrawCounts = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Draws)]]
+DrawCounts = Annotated[tuple | list | np.ndarray, Is[lambda v: len(v) <= config.MAX_SERIES and _all_of(v, Draws)]]
 # a grid of penalties, bandwidths or tolerances, each a run or a factorization: at most a figure's series
 Positives = Annotated[tuple | list | np.ndarray, Is[lambda v: len(v) <= config.MAX_SERIES and _all_of(v, Positive)]]
 Reals = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Real)]]
@@ -173,7 +173,8 @@ _DESCRIBED = {
     Counts: ("a tuple, list or 1-D array", "a non-empty tuple, list or 1-D array of ints >= 1"),
     DrawCounts: (
         "a tuple, list or 1-D array",
-        f"a non-empty tuple, list or 1-D array of ints in [1, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)",
+        f"a non-empty tuple, list or 1-D array of at most {config.MAX_SERIES} (config.MAX_SERIES) ints in "
+        f"[1, {config.MAX_DRAWS:.0e}] (config.MAX_DRAWS)",
     ),
     Positives: (
         "a tuple, list or 1-D array",

@@ -3544,10 +3544,22 @@ case(
 )
 case(
     "stage_one_gradients 1e12 tasks",
-    "n_tasks must be .* of ints in \\[1, 1e\\+08\\] \\(config.MAX_DRAWS\\)",
+    "n_tasks must be .* ints in \\[1, 1e\\+08\\] \\(config.MAX_DRAWS\\)",
     lambda: stage_one_gradients(
         FeatureAttention(2, 4, generator=gen()), LR2, n_tasks=[10, 10**12], n=2, generator=gen()
     ),
+)
+case(
+    "stage_one_gradients a million counts",
+    "n_tasks must be .* of at most 1024 \\(config.MAX_SERIES\\) ints",
+    lambda: stage_one_gradients(
+        FeatureAttention(2, 4, generator=gen()), LR2, n_tasks=list(range(1, 10**6)), n=2, generator=gen()
+    ),
+)
+case(
+    "icl_optimal_gamma features of 1e7 points",
+    "students \\* B n \\* k\\^2",
+    lambda: mf.icl_optimal_gamma(torch.randn(2, 22), torch.randn(1000, 10**4, 1), torch.randn(1000, 10**4)),
 )
 case(
     "optimal_gamma k of 12000",

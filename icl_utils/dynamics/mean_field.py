@@ -200,6 +200,9 @@ def icl_optimal_gamma(
     points = math.prod(x.shape[-3:-1])
     # a least-squares problem in the k^2 entries of each student's Gamma: its Gram matrix and a solve
     checks.allocation("particles' students * k^4 (the Gram matrix of Gamma's entries)", students * k**4, x.dtype)
+    checks.allocation(
+        "particles' students * B n * k^2 (each point's features of Gamma's entries)", students * points * k**2, x.dtype
+    )
     checks.work(
         f"icl_optimal_gamma of k = {k} for {students} students on B n = {points} points (2 B n k^4 + 4 k^6 each)",
         students * (2 * points * k**4 + 4 * k**6),
