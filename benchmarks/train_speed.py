@@ -15,8 +15,9 @@ Then it trains ``S`` models at once with :func:`icl_utils.train.train_ensemble` 
 for every model the chapters train with Adam, against one (:func:`icl_utils.train.train`), and on the CPU against
 ``S`` separate runs (:func:`icl_utils.train.train_parallel`). Each rate is measured as
 ``(S2 - S1) / (t(S2) - t(S1))`` from two runs of ``S1`` and ``S2`` steps, so one-time costs (graph capture,
-warm-up, forking) cancel. Results go to
-``results/train_speed-<device>.json``, which the book's performance appendix reads.
+warm-up, forking) cancel. On the CPU each ensemble row also holds a floor under its time ratio from arithmetic
+(:func:`products_floor`). Results go to ``results/train_speed-<device>.json``, which the book's performance
+appendix reads.
 
     python benchmarks/train_speed.py                  # the reference configuration on the GPU, if there is one
     python benchmarks/train_speed.py --config small   # a small configuration on the CPU in about two minutes
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -187,6 +189,56 @@ def ensemble_run(
     return time.perf_counter() - start
 
 
+#: the matrix products of a training step: (operator, index of its first operand)
+PRODUCTS = {
+    torch.ops.aten.mm.default: 0,
+    torch.ops.aten.bmm.default: 0,
+    torch.ops.aten.addmm.default: 1,
+    torch.ops.aten.baddbmm.default: 1,
+}
+
+
+class _Products(TorchDispatchMode):
+    """Records the operand shapes of every matrix product run inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes: list[tuple[torch.Size, torch.Size]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in PRODUCTS:
+            first = PRODUCTS[func]
+            self.shapes.append((args[first].shape, args[first + 1].shape))
+        return func(*args, **(kwargs or {}))
+
+
+def products_floor(make, task, batch: int, n_context: int, n_models: int, reps: int = 20) -> dict:
+    """Seconds of one training step's matrix products (forward and backward, recorded on one model's batch) on the
+    CPU, for one model and for ``n_models`` models, each product of the latter timed as one batched product of
+    every model's operands: the fastest an ensemble could run them on this machine. Then ``n_models`` models' step
+    takes at least ``products_many + (t_one - products_one)``, with ``t_one`` one model's whole step, as long as the
+    rest of a step (elementwise work, attention's softmax, Adam, sampling) takes S models no less time than one."""
+    model = make()
+    prompt = task.sample(batch, n_context, torch.Generator().manual_seed(0))
+    with _Products() as recorder:
+        model(prompt).square().mean().backward()
+
+    def seconds(copies: int) -> float:
+        total = 0.0
+        for a_shape, b_shape in recorder.shapes:
+            lead = a_shape[:-2].numel()  # a bmm's batch; 1 for mm
+            a = torch.randn(copies * lead, *a_shape[-2:])
+            b = torch.randn(copies * lead, *b_shape[-2:])
+            torch.bmm(a, b)
+            start = time.perf_counter()
+            for _ in range(reps):
+                torch.bmm(a, b)
+            total += (time.perf_counter() - start) / reps
+        return total
+
+    return {"products": len(recorder.shapes), "products_one_s": seconds(1), "products_many_s": seconds(n_models)}
+
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -312,10 +364,19 @@ def _main(argv: list[str] | None) -> dict:
         if device.type == "cpu":  # separate runs in processes, train_parallel: what an ensemble must not lose to
             row["steps_per_s_separate"] = rate(lambda s: run(n_models, s, "separate"), e_steps)
             row["time_ratio_separate"] = one / row["steps_per_s_separate"]
+            floor = products_floor(make, task, e_batch, n_context, n_models)
+            step = 1 / one
+            row |= floor | {
+                "time_ratio_floor": (floor["products_many_s"] + max(step - floor["products_one_s"], 0.0)) / step
+            }
         ensembles.append(row)
         print(
             f"{name:48s} {row['path']:8s} {n_models} models {one / many:5.2f}x the time of one"
-            + (f", separate runs {row['time_ratio_separate']:5.2f}x" if "time_ratio_separate" in row else ""),
+            + (
+                f", separate runs {row['time_ratio_separate']:5.2f}x, floor {row['time_ratio_floor']:5.2f}x"
+                if "time_ratio_separate" in row
+                else ""
+            ),
             flush=True,
         )
         write_json(partial, result)

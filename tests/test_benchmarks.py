@@ -31,6 +31,10 @@ def test_train_speed_runs_every_path_on_cpu(tmp_path):
     assert all(e["steps_per_s_one"] > 0 and e["time_ratio"] > 0 for e in saved["ensembles"])
     # on the CPU each case also times separate runs, and the GPTs take that path
     assert all(e["time_ratio_separate"] > 0 for e in saved["ensembles"])
+    # and a floor from its matrix products (near 1 or above: S models' products take no less time than one's,
+    # up to the timer's noise at these sizes)
+    assert all(e["products"] > 0 and e["products_one_s"] > 0 for e in saved["ensembles"])
+    assert all(e["time_ratio_floor"] > 0.5 for e in saved["ensembles"])
     paths = {e["name"].split(" (")[0]: e["path"] for e in saved["ensembles"]}
     assert paths["LTB"] == paths["LSA"] == "batched" and paths["GPT 3x32"] == "separate"
 
