@@ -212,31 +212,34 @@ class _Products(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def products_floor(make, task, batch: int, n_context: int, n_models: int, reps: int = 20) -> dict:
-    """Seconds of one training step's matrix products (forward and backward, recorded on one model's batch) on the
-    CPU, for one model and for ``n_models`` models, each product of the latter timed as one batched product of
-    every model's operands: the fastest an ensemble could run them on this machine. Then ``n_models`` models' step
-    takes at least ``products_many + (t_one - products_one)``, with ``t_one`` one model's whole step, as long as the
-    rest of a step (elementwise work, attention's softmax, Adam, sampling) takes S models no less time than one."""
+def products_floor(make, task, batch: int, n_models: int, reps: int = 20, *, n_context: int) -> dict:
+    """Seconds of one training step's matrix products on the CPU (the linear layers' ``mm``/``bmm``, forward and
+    backward, recorded on one model's batch; fused attention kernels are not among them), for one model and for
+    ``n_models`` models, the latter the faster of one batched product of every model's operands and ``n_models``
+    separate ones. Then ``n_models`` models' step takes at least ``products_many + (t_one - products_one)``, with
+    ``t_one`` one model's whole step, if (1) the rest of a step (attention's kernel, elementwise work, Adam,
+    sampling) takes S models no less time than one and (2) each product costs inside a step what it costs timed
+    alone here (warm caches, random operands). A product left out of the record only lowers the floor."""
     model = make()
     prompt = task.sample(batch, n_context, torch.Generator().manual_seed(0))
     with _Products() as recorder:
         model(prompt).square().mean().backward()
 
-    def seconds(copies: int) -> float:
-        total = 0.0
-        for a_shape, b_shape in recorder.shapes:
-            lead = a_shape[:-2].numel()  # a bmm's batch; 1 for mm
-            a = torch.randn(copies * lead, *a_shape[-2:])
-            b = torch.randn(copies * lead, *b_shape[-2:])
+    def seconds(a_shape: torch.Size, b_shape: torch.Size, copies: int) -> float:
+        lead = a_shape[:-2].numel()  # a bmm's batch; 1 for mm
+        a, b = torch.randn(copies * lead, *a_shape[-2:]), torch.randn(copies * lead, *b_shape[-2:])
+        torch.bmm(a, b)
+        start = time.perf_counter()
+        for _ in range(reps):
             torch.bmm(a, b)
-            start = time.perf_counter()
-            for _ in range(reps):
-                torch.bmm(a, b)
-            total += (time.perf_counter() - start) / reps
-        return total
+        return (time.perf_counter() - start) / reps
 
-    return {"products": len(recorder.shapes), "products_one_s": seconds(1), "products_many_s": seconds(n_models)}
+    one = many = 0.0
+    for shapes in recorder.shapes:
+        alone = seconds(*shapes, 1)
+        one += alone
+        many += min(seconds(*shapes, n_models), n_models * alone)  # batched, or one product per model
+    return {"products": len(recorder.shapes), "products_one_s": one, "products_many_s": many}
 
 
 def sync(device: torch.device) -> None:
@@ -364,7 +367,7 @@ def _main(argv: list[str] | None) -> dict:
         if device.type == "cpu":  # separate runs in processes, train_parallel: what an ensemble must not lose to
             row["steps_per_s_separate"] = rate(lambda s: run(n_models, s, "separate"), e_steps)
             row["time_ratio_separate"] = one / row["steps_per_s_separate"]
-            floor = products_floor(make, task, e_batch, n_context, n_models)
+            floor = products_floor(make, task, e_batch, n_models, n_context=n_context)
             step = 1 / one
             row |= floor | {
                 "time_ratio_floor": (floor["products_many_s"] + max(step - floor["products_one_s"], 0.0)) / step

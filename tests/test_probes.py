@@ -3562,6 +3562,18 @@ case(
     lambda: mf.icl_optimal_gamma(torch.randn(2, 22), torch.randn(1000, 10**4, 1), torch.randn(1000, 10**4)),
 )
 case(
+    "icl_optimal_gamma y's students",
+    "students \\* B n \\* k\\^2",
+    lambda: mf.icl_optimal_gamma(
+        torch.randn(2, 22), torch.randn(100, 100, 1), torch.randn(1, 100, 100).expand(10**4, 100, 100)
+    ),
+)
+case(
+    "icl_optimal_gamma 5000 neurons on 1e7 points",
+    "students \\* B n \\* M",
+    lambda: mf.icl_optimal_gamma(torch.randn(5000, 3), torch.randn(1000, 10**4, 1), torch.randn(1000, 10**4)),
+)
+case(
     "optimal_gamma k of 12000",
     "optimal_gamma of k = 12000",
     lambda: mf.optimal_gamma(torch.randn(1, 12002), torch.randn(1, 1), 12000),
@@ -3573,7 +3585,7 @@ case(
 )
 case(
     "icl_optimal_gamma k of 400",
-    "particles' students \\* k\\^4",
+    "students \\* k\\^4 \\(the Gram matrix",
     lambda: mf.icl_optimal_gamma(torch.randn(2, 402), torch.randn(1, 2, 1), torch.randn(1, 2)),
 )
 case(

@@ -196,16 +196,20 @@ def icl_optimal_gamma(
     ``(S, k, k)`` for stacked particles."""
     _two_points(x)
     k = _student_k(particles, x)
-    students = math.prod(torch.broadcast_shapes(particles.shape[:-2], x.shape[:-3]))  # the declared axes broadcast
-    points = math.prod(x.shape[-3:-1])
-    # a least-squares problem in the k^2 entries of each student's Gamma: its Gram matrix and a solve
-    checks.allocation("particles' students * k^4 (the Gram matrix of Gamma's entries)", students * k**4, x.dtype)
+    # the declared axes broadcast, y's too (it multiplies the features)
+    students = math.prod(torch.broadcast_shapes(particles.shape[:-2], x.shape[:-3], y.shape[:-2]))
+    points, neurons, width = math.prod(x.shape[-3:-1]), particles.shape[-2], particles.shape[-1]
+    # each point's hidden layer, then a least-squares problem in the k^2 entries of each student's Gamma: the
+    # points' features of those entries, their Gram matrix and a solve
+    checks.allocation("students * B n * M (the hidden layer at every point)", students * points * neurons, x.dtype)
     checks.allocation(
-        "particles' students * B n * k^2 (each point's features of Gamma's entries)", students * points * k**2, x.dtype
+        "students * B n * k^2 (each point's features of Gamma's entries)", students * points * k**2, x.dtype
     )
+    checks.allocation("students * k^4 (the Gram matrix of Gamma's entries)", students * k**4, x.dtype)
     checks.work(
-        f"icl_optimal_gamma of k = {k} for {students} students on B n = {points} points (2 B n k^4 + 4 k^6 each)",
-        students * (2 * points * k**4 + 4 * k**6),
+        f"icl_optimal_gamma of k = {k} for {students} students of M = {neurons} neurons on B n = {points} points "
+        "(2 B n M (d + k) + 2 B n k^4 + 4 k^6 each)",
+        students * (2 * points * neurons * width + 2 * points * k**4 + 4 * k**6),
     )
     return _icl_optimal_gamma(particles, x, y, k, ridge)
 
