@@ -397,8 +397,8 @@ Commit = declare(
     "a commit hash (letters and digits; a '+' at its end: measured with uncommitted changes)",
 )
 Paths = sequence_of(
-    lambda p: isinstance(p, (str, os.PathLike)) and str(p),
-    "file or folder names (str or Path)",
+    lambda p: isinstance(p, (str, os.PathLike)) and str(p) and "\0" not in str(p),
+    "file or folder names (str or Path, without a null character)",
     base=tuple | list,
     empty=True,
 )

@@ -87,7 +87,7 @@ Counts = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Count)]]
 DrawCounts = Annotated[tuple | list | np.ndarray, Is[lambda v: len(v) <= config.MAX_SERIES and _all_of(v, Draws)]]
 # a grid of penalties, bandwidths or tolerances, each a run or a factorization: at most a figure's series
 Positives = Annotated[tuple | list | np.ndarray, Is[lambda v: len(v) <= config.MAX_SERIES and _all_of(v, Positive)]]
-Reals = Annotated[tuple | list | np.ndarray, Is[lambda v: _all_of(v, Real)]]
+Reals = Annotated[tuple | list | np.ndarray, Is[lambda v: len(v) <= config.MAX_SERIES and _all_of(v, Real)]]
 # a floating-point dtype (torch.float32, torch.float64, ...): the dtype of a sample or of parameters
 FloatDtype = Annotated[torch.dtype, Is[lambda d: d.is_floating_point]]
 #: a tensor with at least one entry along its first axis (a batch of at least one)
@@ -181,7 +181,10 @@ _DESCRIBED = {
         f"a non-empty tuple, list or 1-D array of at most {config.MAX_SERIES} (config.MAX_SERIES) numbers > 0 and "
         "finite",
     ),
-    Reals: ("a tuple, list or 1-D array", "a non-empty tuple, list or 1-D array of finite numbers"),
+    Reals: (
+        "a tuple, list or 1-D array",
+        f"a non-empty tuple, list or 1-D array of at most {config.MAX_SERIES} (config.MAX_SERIES) finite numbers",
+    ),
 }
 
 
@@ -244,11 +247,16 @@ def _each(item: object) -> Callable[[object], bool]:
 
 
 def mapping_of(item: object, words: str | None = None, *, keys: str = "names", empty: bool = False) -> object:
-    """A mapping, non-empty unless ``empty``, from ``keys`` to values each of which is ``item`` (a predicate, a type
-    or a declared type), which ``words`` say (``item``'s own words by default)."""
-    ok, some = _each(item), "" if empty else "non-empty "
-    words = f"a {some}mapping from {keys} to {words or _words(item)[1]}"
-    return declare(collections.abc.Mapping, lambda m: (empty or len(m) > 0) and all(ok(v) for v in m.values()), words)
+    """A mapping, non-empty unless ``empty``, of at most ``config.MAX_SERIES`` entries (each a series, a panel or a
+    named run, drawn or run in turn) from ``keys`` to values each of which is ``item`` (a predicate, a type or a
+    declared type), which ``words`` say (``item``'s own words by default)."""
+    ok, some, most = _each(item), "" if empty else "non-empty ", config.MAX_SERIES
+    words = f"a {some}mapping from {keys} to {words or _words(item)[1]} (at most {most} of them, config.MAX_SERIES)"
+    return declare(
+        collections.abc.Mapping,
+        lambda m: (empty or len(m) > 0) and len(m) <= most and all(ok(v) for v in m.values()),
+        words,
+    )
 
 
 def sequence_of(
@@ -373,12 +381,19 @@ def refusal(name: str, hint: object, value: object, arguments: dict | None = Non
     return TypeError(f"{name} must be {wanted}, got {type(value).__name__}")
 
 
+def _scalar(value: object) -> bool:
+    """Whether ``value`` is a NumPy scalar or a 0-d numeric array (``np.array(0.5)``, ``np.median``'s result)."""
+    return isinstance(value, np.generic) or (
+        isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"
+    )
+
+
 def _plain(value: object) -> object:
-    """NumPy scalars as the Python numbers they hold, at the top level and in a tuple or list."""
-    if isinstance(value, np.generic):
+    """NumPy scalars and 0-d arrays as the Python numbers they hold, at the top level and in a tuple or list."""
+    if _scalar(value):
         return value.item()
-    if type(value) in (tuple, list) and any(isinstance(v, np.generic) for v in value):
-        return type(value)(v.item() if isinstance(v, np.generic) else v for v in value)
+    if type(value) in (tuple, list) and any(_scalar(v) for v in value):
+        return type(value)(v.item() if _scalar(v) else v for v in value)
     return value
 
 

@@ -123,7 +123,9 @@ PALETTE = tuple(series_colors(6))
 
 # the labels of one axes' series (a list; one str would be read as its characters)
 Labels = declare(
-    Sequence | np.ndarray, lambda v: not isinstance(v, str) and np.ndim(v) == 1, "a sequence of labels, not one str"
+    Sequence | np.ndarray,
+    lambda v: not isinstance(v, str) and np.ndim(v) == 1 and len(v) <= config.MAX_SERIES,
+    f"a sequence of at most {config.MAX_SERIES} (config.MAX_SERIES) labels, not one str",
 )
 
 
@@ -217,9 +219,18 @@ _ARRAY = Sequence | np.ndarray  # of numbers, or of Axes
 # The x values of a figure; on a log axis each > 0 (a 0 or a NaN cannot be placed on it).
 Grid = declare(_ARRAY | Tensor, _grid, "a non-empty 1-D sequence of finite numbers")
 LogGrid = declare(_ARRAY | Tensor, lambda v: _grid(v, 0), "a non-empty 1-D sequence of finite numbers > 0 (a log axis)")
-# A figure of nothing is a mistake, not an empty figure: the curves (panels, runs) must name at least one.
-Named = declare(Mapping, lambda m: len(m) > 0, "a non-empty mapping")
-Listed = declare(Sequence, lambda v: len(v) > 0, "a non-empty sequence")
+# A figure of nothing is a mistake, not an empty figure: the curves (panels, runs) must name at least one; and
+# each is drawn in turn, with a colour of its own, so at most config.MAX_SERIES
+Named = declare(
+    Mapping,
+    lambda m: 0 < len(m) <= config.MAX_SERIES,
+    f"a non-empty mapping of at most {config.MAX_SERIES} (config.MAX_SERIES) entries",
+)
+Listed = declare(
+    Sequence,
+    lambda v: 0 < len(v) <= config.MAX_SERIES,
+    f"a non-empty sequence of at most {config.MAX_SERIES} (config.MAX_SERIES) items",
+)
 Levels = mapping_of(_number, "finite numbers", empty=True)
 ErrorCurves = mapping_of(
     lambda t: isinstance(t, Float[Tensor, "_ _"]) and len(t) >= 2 and bool(torch.isfinite(t).all()),
@@ -237,8 +248,11 @@ Trainings = mapping_of(
 Descents = mapping_of(GDHistory, "icl_utils.GDHistory")
 # (the tags keep the declarations apart: each has its own words)
 _ORDERED = Is[lambda v: v[0] < v[1]]
+# matplotlib refuses an image past 2^16 pixels a side: at most 100 inches (the book's figures are under 13)
 Size2 = declare(
-    tuple | list, lambda v: len(v) == 2 and all(_number(w, 0) for w in v), "a pair (width, height) of numbers > 0"
+    tuple | list,
+    lambda v: len(v) == 2 and all(_number(w, 0) and w <= 100 for w in v),
+    "a pair (width, height) of numbers in (0, 100] (inches)",
 )
 Limits = declare(tuple | list, lambda v: _limits(v, None), "a pair (bottom < top) of finite numbers")
 LogLimits = declare(tuple | list, lambda v: _limits(v, 0), "a pair (bottom < top) of numbers > 0")
@@ -694,11 +708,12 @@ AxesList = sequence_of(Axes, "matplotlib Axes", base=_ARRAY, empty=True)
 def plot_attention_heatmaps(attn: Listed | np.ndarray, titles: Labels, *, axes: AxesList) -> None:
     """One ``K x K`` heatmap per training time: row ``k`` is the attention a query on ``v_k`` pays to each
     feature (expected over contexts), on a shared 0-1 colour scale with one colour bar."""
-    if len(attn) != len(titles) or len(attn) != len(axes):
-        raise ValueError("attn, titles and axes must have the same length")
+    if len(attn) != len(titles) or len(attn) != len(axes) or len(attn) == 0:
+        raise ValueError("attn, titles and axes must have the same length, at least one")
     for i, a in enumerate(attn):
         a = _curve(f"attn[{i}]", a, ("K", "K"), finite=False)
-        if a.size == 0 or ((a < 0) | (a > 1)).any():  # the colour scale is 0-1: more would be clipped unseen
+        # the colour scale is 0-1: more would be clipped unseen, and NaN drawn as a blank
+        if a.size == 0 or not ((a >= 0) & (a <= 1)).all():
             raise ValueError(f"attn[{i}] must hold attention weights in [0, 1], at least one, got shape {a.shape}")
     for a, title, ax in zip(attn, titles, axes):
         image = ax.imshow(a, vmin=0.0, vmax=1.0, cmap="viridis")
@@ -1772,7 +1787,7 @@ def plot_risk_ratios_against_n(
     return ax
 
 
-Keys = sequence_of(str, "record names", base=tuple | list)
+Keys = sequence_of(str, "record names", base=tuple | list, most=config.MAX_SERIES)
 
 
 @checked
@@ -1973,6 +1988,7 @@ SpeedResults = sequence_of(
     ),
     "results files, mappings with device, config, rows (each with a name, a str, and prompts_per_s > 0) and "
     "ensembles (each with a name and time_ratio > 0)",
+    most=config.MAX_SERIES,
 )
 
 

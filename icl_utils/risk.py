@@ -219,8 +219,11 @@ def fit_slopes(xs: Sequence[float], ys: np.ndarray) -> np.ndarray:
     if xs.ndim != 1:
         raise ValueError(f"xs must be a sequence of numbers (1-D), got shape {xs.shape}")
     ys = checks.real_array("ys", ys)
-    if ys.ndim != 2 or ys.shape[0] != len(xs) or ys.shape[1] == 0:
-        raise ValueError(f"ys must have shape (len(xs), S) = ({len(xs)}, S) with S >= 1, got {ys.shape}")
+    if ys.ndim != 2 or ys.shape[0] != len(xs) or not 1 <= ys.shape[1] <= config.MAX_SERIES:
+        raise ValueError(
+            f"ys must have shape (len(xs), S) = ({len(xs)}, S) with 1 <= S <= {config.MAX_SERIES} "
+            f"(config.MAX_SERIES, one fit each), got {ys.shape}"
+        )
     return np.array([_slope(xs, ys[:, r], "xs and ys") for r in range(ys.shape[1])])
 
 

@@ -244,11 +244,29 @@ def _finite_after(models: list[nn.Module], steps: int) -> None:
             )
 
 
+def _distinct(models: list[nn.Module]) -> list[nn.Module]:
+    """``models``, refused when one module is listed twice: each run's weights are written back to its module, so
+    the second would overwrite the first."""
+    first: dict[int, int] = {}
+    for i, model in enumerate(models):
+        if (j := first.setdefault(id(model), i)) != i:
+            raise ValueError(f"models must be distinct modules: models[{i}] is models[{j}] (make a copy)")
+    return models
+
+
+def _needs_gradient(loss: Tensor) -> None:
+    """A ValueError naming the model when its loss does not depend on its parameters (autograd's own error says
+    only that an element does not require grad)."""
+    if not loss.requires_grad:
+        raise ValueError("model must make predictions that depend on its parameters: no gradient reaches them")
+
+
 def _step(optimizer: torch.optim.Optimizer, loss_fn: Callable[[Prompt], Tensor], prompt: Prompt) -> Tensor:
     """One optimizer step on ``loss_fn(prompt).sum()``, a vector of independent losses (one per model); returns
     the losses, detached."""
     optimizer.zero_grad(set_to_none=True)
     losses = loss_fn(prompt)
+    _needs_gradient(losses)
     losses.sum().backward()
     optimizer.step()
     return losses.detach()
@@ -477,7 +495,7 @@ def train_ensemble(
     arithmetic, and on a CPU when one model's forward pass costs at most :data:`BATCHED_FLOPS`. Returns losses of
     shape ``(steps, S)``.
     """
-    models, tasks = list(models), list(task) if isinstance(task, (list, tuple)) else [task]
+    models, tasks = _distinct(list(models)), list(task) if isinstance(task, (list, tuple)) else [task]
     plan = _plan(models, tasks, config, generator, name="models")
     for i, model in enumerate(models[1:], start=1):
         if _architecture(model) != _architecture(models[0]):
@@ -671,7 +689,7 @@ def train_parallel(
     on a system without ``fork`` or with CUDA, whose autograd threads a fork cannot copy). On a GPU the models of each
     architecture train together, as one :func:`train_ensemble` whose prompts come from the group's first seed.
     """
-    models = list(models)
+    models = _distinct(list(models))
     tasks = list(task) if isinstance(task, (list, tuple)) else [task] * len(models)
     if len(tasks) != len(models):
         raise ValueError(f"task must be one task, or one per model ({len(models)}), not {len(tasks)}")
@@ -739,6 +757,7 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: Steps = 500, tol: P
             loss = _mean_squared_error(preds, prompt)
         except (TypeError, ValueError) as err:  # predictions of another shape or kind
             raise type(err)(f"model returned bad predictions: {err}") from None
+        _needs_gradient(loss)
         loss.backward()
         return loss
 

@@ -1675,7 +1675,7 @@ case(
 )
 case(
     "plot_training_speed without rows",
-    "results must be a non-empty sequence of results files",
+    "results must be a non-empty sequence of .*results files",
     lambda: plotting.plot_training_speed([{"device": "CPU", "config": "small"}]),
 )
 case("plot_training_speed no results", "results must be a non-empty sequence", lambda: plotting.plot_training_speed([]))
@@ -2552,7 +2552,7 @@ case(
     "enabled must be True or False",
     lambda: config.progress_bar(range(3), desc="x", enabled="no"),
 )
-case("colors_for one str", "labels must be a sequence of labels, not one str", lambda: plotting.colors_for("ridge"))
+case("colors_for one str", "labels must be a sequence of .*labels, not one str", lambda: plotting.colors_for("ridge"))
 case(
     "plot_sample_complexity slopes of a panel not drawn",
     "slopes must be keyed by titles of panels",

@@ -72,6 +72,8 @@ def feature_weights(
 def sample_counts(probs: Distribution, n_context: Count, n_samples: Draws, generator: torch.Generator) -> Tensor:
     """``n_samples`` multinomial count vectors of ``n_context`` draws with ``probs``: shape ``(n_samples, K)``."""
     probs = probs.double().cpu()
+    if probs.numel() > 2**24:  # torch.multinomial's limit
+        raise ValueError(f"probs must have at most 2^24 categories (torch.multinomial's limit), got {probs.numel()}")
     # the draws (int64), (n_samples, n_context), and the counts (float64), (n_samples, K): 8 bytes a value
     checks.allocation("n_samples * max(n_context, K)", n_samples * max(n_context, len(probs)), torch.float64)
     dev = generator.device
