@@ -178,7 +178,9 @@ class Claim:
 
 
 Chapter = declare(
-    str, lambda v: v and all(ch.isalnum() or ch in "_-" for ch in v), "the notebook's name without folder or suffix"
+    str,
+    lambda v: v and len(v.encode()) <= 128 and all(ch.isalnum() or ch in "_-" for ch in v),
+    "the notebook's name without folder or suffix, at most 128 bytes (it names the ledger's file)",
 )
 
 
@@ -214,7 +216,7 @@ class Ledger:
 
     def verify(self) -> Ledger:
         """Raise :class:`LedgerError` listing every claim that does not stand as stated; return the ledger."""
-        if not self.claims:
+        if not self._checked_claims():
             raise LedgerError(f"the ledger of {self.chapter} holds no claim")
         problems = [p for c in self._checked_claims() for p in c.problems()]
         if problems:
@@ -223,6 +225,8 @@ class Ledger:
 
     def _checked_claims(self) -> list[Claim]:
         """The claims, refused by name if one was appended by hand that is not a Claim."""
+        if not isinstance(self.claims, list):  # set after construction
+            raise TypeError(f"claims must be a list of Claims, got {type(self.claims).__name__}")
         if bad := [type(c).__name__ for c in self.claims if not isinstance(c, Claim)]:
             raise TypeError(f"claims must hold Claims only (add them with add()), got {', '.join(bad)}")
         return self.claims
@@ -260,6 +264,8 @@ class Ledger:
         """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically. Write
         before :meth:`verify`: a ledger that fails is then on record as failing, not left as an older run."""
         folder = claims_dir() if folder is None else Path(folder)
+        if "\0" in str(folder):
+            raise ValueError(f"folder must not hold a null character, got {str(folder)!r:.80}")
         if not is_bearable(self.chapter, Chapter):  # set after construction: it names the file written
             raise ValueError(f"chapter must be a notebook's name such as '00_icl_setting', got {self.chapter!r}")
         file = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
@@ -437,11 +443,13 @@ def _fields(name: str, record: dict, fields: tuple[str, ...]) -> None:
 
 
 def _number_field(name: str, value: object) -> None:
-    """A ValueError naming ``name`` unless ``value`` reads as a number (JSON holds infinities as "inf")."""
+    """A ValueError naming ``name`` unless ``value`` reads as a number, not NaN (JSON holds infinities as "inf"; a
+    claim's and a control's values are never NaN, which passes no check) and not a bool."""
     try:
-        float(value)
+        if isinstance(value, bool) or math.isnan(float(value)):
+            raise ValueError
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r:.40}") from None
+        raise ValueError(f"{name} must be a number, not NaN or a bool, got {value!r:.40}") from None
     except OverflowError:  # an int past float64's range: no table can show it
         raise ValueError(
             f"{name} must be a number within float64's range, got an int of about "
@@ -461,6 +469,8 @@ def _claim_fields(name: str, record: object, fields: tuple[str, ...]) -> None:
     for j, control in enumerate(record.get("controls") or []):
         _fields(f"{name}['controls'][{j}]", control, ("name", "value", "fails"))
         _number_field(f"{name}['controls'][{j}]['value']", control["value"])
+        if not isinstance(control["fails"], bool):
+            raise TypeError(f"{name}['controls'][{j}]['fails'] must be a bool, got {control['fails']!r:.40}")
 
 
 @checked
@@ -507,6 +517,8 @@ def table(claims: Sequence[Claim | dict]) -> str:
 def load(folder: str | os.PathLike | None = None) -> dict[str, dict]:
     """Every ledger written into ``folder`` (default :func:`claims_dir`), by chapter."""
     folder = claims_dir() if folder is None else Path(folder)
+    if "\0" in str(folder):  # pathlib would call such a folder missing, and so hold no ledger
+        raise ValueError(f"folder must not hold a null character, got {str(folder)!r:.80}")
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"folder must be a folder of ledgers, got the file {folder}")
     out = {}
@@ -530,6 +542,8 @@ def overview(chapters: list[str] | tuple[str, ...], ledgers: Mapping[str, dict])
     date)."""
     if bad := [k for k in ledgers if not isinstance(k, str)]:  # a Path key would never match a chapter's name
         raise TypeError(f"ledgers must be keyed by chapter names (str), got {bad[:3]}")
+    if bad := [c for c in chapters if not isinstance(c, str)]:
+        raise TypeError(f"chapters must be notebook names (str), got {bad[:3]}")
     rows = ["| chapter | claim | measured | check | status |", "| --- | --- | --- | --- | --- |"]
     runs = ["| chapter | mode | device | commit | date |", "| --- | --- | --- | --- | --- |"]
     for chapter in chapters:

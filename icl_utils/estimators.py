@@ -397,7 +397,10 @@ def _kernel_ridge(
             best_alpha = torch.where(better[:, None], alpha, best_alpha)
             best_width = torch.where(better, torch.full_like(best_width, h), best_width)
     if checks.values_checked() and not bool(checks.finite_flag(best_loo)):  # every penalty's errors overflowed
-        raise ValueError("prompt's labels make every leave-one-out error overflow float64: rescale the prompt")
+        raise ValueError(
+            "bandwidth and the prompt's labels make every leave-one-out error overflow float64: widen the bandwidth "
+            "or rescale the prompt"
+        )
     return best_alpha, best_width
 
 

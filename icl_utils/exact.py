@@ -153,7 +153,10 @@ class AttentionMoments:
         ``points`` nodes: the midpoint rule in one dimension (default 4096, exact for the Fourier basis below that
         frequency), a scrambled Sobol sequence otherwise (default 2^15)."""
         with torch.no_grad():
-            return cls(*_moments(features, task, prior_cov, points))
+            moments = _moments(features, task, prior_cov, points)
+            if not bool((moments[2].diagonal() > 0).any()):  # G = E phi phi^T of the features given
+                raise ValueError("features must not vanish on the task's inputs: E phi phi^T has no positive entry")
+            return cls(*moments)
 
     @checked
     def s(self, n: Count) -> Tensor:

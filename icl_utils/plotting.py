@@ -212,7 +212,8 @@ def _holds_pair(value: object) -> bool:
 def _three_steps(value: object) -> bool:
     a = _numbers(value)
     ok = a is not None and a.shape == (3,) and not np.isnan(a).any()
-    return ok and bool(np.all(np.diff(a) >= 0) and a[0] >= 0)
+    # in order (inf - inf is NaN, not >= 0: a phase that never ends may follow one that never ends)
+    return ok and bool(all(a[i + 1] >= a[i] for i in range(2)) and a[0] >= 0)
 
 
 _ARRAY = Sequence | np.ndarray  # of numbers, or of Axes
@@ -241,9 +242,11 @@ Trainings = mapping_of(
         isinstance(h, TrainHistory)
         and len(h.losses) > 0
         and np.size(h.losses) > 0
+        and np.size(h.losses) // len(h.losses) <= config.MAX_SERIES  # a line each
         and bool(np.isfinite(h.losses).all() and (np.asarray(h.losses) > 0).any())
     ),
-    "icl_utils.TrainHistory of at least one step and model, with finite losses, some > 0 (a log axis)",
+    "icl_utils.TrainHistory of at least one step and model (at most config.MAX_SERIES models), with finite losses, "
+    "some > 0 (a log axis)",
 )
 Descents = mapping_of(GDHistory, "icl_utils.GDHistory")
 # (the tags keep the declarations apart: each has its own words)
@@ -272,6 +275,21 @@ def _mean_and_se(name: str, value: object, points: int) -> None:
     array = _curve(f"{name} (mean and standard error)", value, (points, 2), log=True)
     if (array[:, 1] < 0).any():
         raise ValueError(f"{name} must hold standard errors >= 0 in its second column, got {array[:, 1].tolist()}")
+
+
+def _line_style(name: str, style: Mapping) -> None:
+    """A TypeError naming ``name`` unless ``style`` is keywords of a line that matplotlib can draw: a line with them
+    is drawn on a scratch canvas, since many values (a zorder of "high", a transform that is not one) fail only
+    when the figure is drawn, far from the call."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figure = Figure(figsize=(1, 1))
+    FigureCanvasAgg(figure)
+    try:
+        figure.add_subplot().add_line(Line2D([0, 1], [0, 1], **style))
+        figure.canvas.draw()
+    except Exception as err:  # a keyword that no line has, or a value that none can draw
+        raise TypeError(f"{name} must hold keywords of a line: {type(err).__name__}: {err}") from None
 
 
 def _curve(name: str, value: object, *shapes: tuple, finite: bool = True, log: bool = False) -> np.ndarray:
@@ -620,7 +638,12 @@ def plot_error_curves(
     for name, value in (reference or {}).items() if logy else ():
         if value <= 0:
             raise ValueError(f"reference[{name!r}] must be > 0 on a log axis (logy=True), got {value}")
-    raw = {name: [t.numpy() for t in mean_and_band(errors)] for name, errors in curves.items()}
+    raw = {}
+    for name, errors in curves.items():
+        try:
+            raw[name] = [t.numpy() for t in mean_and_band(errors)]
+        except ValueError as err:  # mean_and_band's words name its own argument
+            raise ValueError(f"curves[{name!r}] must have a finite mean and band: {err}") from None
     with np.errstate(over="ignore"):
         means = {name: [v / normalize for v in pair] for name, pair in raw.items()}
     finite = [np.isfinite(v).all() for pairs in (raw, means) for pair in pairs.values() for v in pair]
@@ -752,10 +775,9 @@ def plot_lines(
             raise ValueError(f"styles must be keyed by names of series, got {name!r} (series: {list(series)})")
         if not isinstance(style, Mapping) or "label" in style:
             raise ValueError(f"styles[{name!r}] must be a dict of line keywords other than label (the series' name)")
-        try:
-            Line2D([], [], **style)
-        except (AttributeError, TypeError, ValueError) as err:  # a keyword that no line has, a value none takes
-            raise TypeError(f"styles[{name!r}] must hold keywords of a line: {err}") from None
+        _line_style(f"styles[{name!r}]", style)
+    if (lines := sum(1 if v.ndim == 1 else v.shape[1] for v in series.values())) > config.MAX_SERIES:
+        raise ValueError(f"series must hold at most {config.MAX_SERIES} (config.MAX_SERIES) lines, got {lines}")
     ax = ax if ax is not None else plt.gca()
     for (name, values), color in zip(series.items(), colors_for(list(series))):
         ax.plot(steps, values, label=name, **{"color": color, **(styles or {}).get(name, {})})
@@ -873,6 +895,9 @@ def plot_rate_curves(ns: LogGrid, curves: Named, *, oracle: Mapping, oracle_n: L
         raise ValueError(f"curves must be keyed by smoothness levels, numbers > 0, got {list(curves)}")
     if set(curves) != set(oracle):
         raise ValueError("curves and oracle must have the same smoothness levels")
+    for name, grid in (("ns", ns), ("oracle_n", oracle_n)):
+        if len(set(_numbers(grid).tolist())) < 2:  # a slope is fitted along each
+            raise ValueError(f"{name} must hold at least two distinct values (a slope is fitted), got {list(grid)}")
     for s, curve in curves.items():
         _curve(f"curves[{s!r}]", curve, (len(ns),), log=True)
         _mean_and_se(f"oracle[{s!r}]", oracle[s], len(oracle_n))
@@ -1247,7 +1272,8 @@ def plot_readout_errors(
         raise ValueError("learned, random and teacher must name the same tasks")
     for name in learned:
         _curve(f"learned[{name!r}]", learned[name], (len(steps),), (len(steps), "S"))
-        _curve(f"random[{name!r}]", random[name], ("R",), ("R", "S"))
+        if not np.isfinite(_curve(f"random[{name!r}]", random[name], ("R",), ("R", "S"))).all():  # its median
+            raise ValueError(f"random[{name!r}] must hold finite values (their median and range are drawn)")
     columns = len(learned) if columns is None else columns
     rows = -(-len(learned) // columns)
     size = figsize or (5.5 * min(columns, len(learned)), 3.6 * rows)
@@ -1394,6 +1420,8 @@ def plot_risk_against_examples(
         if set(curves) - set(by_dim) or not all(_holds_pair(p) for p in curves.values()):
             raise ValueError(f"baselines[{name!r}] must map dimensions of by_dim to (ns, risks) of one length")
         for d, (b_ns, b_risks) in curves.items():
+            if not _grid(b_ns, 0):  # a log x axis, like ns
+                raise ValueError(f"baselines[{name!r}][{d!r}] (ns) must be finite numbers > 0 (a log axis)")
             _curve(f"baselines[{name!r}][{d!r}] (risks)", b_risks, (len(b_ns),), log=True)
     # one above the other: the first panel's legend (every dimension and learner) needs the column's width
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 8.2), sharey=True)
@@ -1442,6 +1470,8 @@ def plot_subspace_recovery(
     seed, shape ``(seeds, len(T1 grid))`` (median and range over seeds); ``level`` is a grey dotted line."""
     if set(tasks_by_dim) != set(mass_by_dim):
         raise ValueError("tasks_by_dim and mass_by_dim must name the same, non-empty set of dimensions")
+    if any(abs(a) > 100 for a in exponents):  # T1 / d^a: a rate's exponent, not one that overflows
+        raise ValueError(f"exponents must be in [-100, 100] (T1 / d^a is drawn), got {list(exponents)}")
     for d, masses in mass_by_dim.items():
         if not _number(d, 0) or not _grid(tasks_by_dim[d], 0):
             raise ValueError(f"tasks_by_dim must map dimensions > 0 to T1 > 0 (a log axis), got {d}: {tasks_by_dim[d]}")
@@ -1487,11 +1517,21 @@ def plot_sample_complexity(
     {learner: values})`` with values of shape ``(len(xs),)`` or ``(len(xs), 3)`` (estimate, low, high: a
     marker with an error bar). ``slopes`` maps a title to ``{learner: fitted exponent}``, written in the legend."""
     for title, (xs, curves) in panels.items():
+        if not curves or len(curves) > config.MAX_SERIES:
+            raise ValueError(
+                f"panels[{title!r}][1] must map 1 to {config.MAX_SERIES} learners to values, got {len(curves)}"
+            )
+        drawn = False
         for name, values in curves.items():
             array = _curve(f"panels[{title!r}][1][{name!r}]", values, (len(xs),), (len(xs), 3), finite=False)
             ordered = (array[:, 1] <= array[:, 0]) & (array[:, 0] <= array[:, 2]) if array.ndim == 2 else True
             if not np.all(ordered | ~np.isfinite(array).all(-1)):  # rows that did not reach a level are not drawn
                 raise ValueError(f"panels[{title!r}][1][{name!r}] must hold rows (estimate, low, high), low <= high")
+            if (np.isfinite(array) & (array <= 0)).any():  # inf is a level never reached, not drawn
+                raise ValueError(f"panels[{title!r}][1][{name!r}] must hold values > 0 (a log axis) or inf")
+            drawn = drawn or bool(np.isfinite(array).any())
+        if not drawn:
+            raise ValueError(f"panels[{title!r}] must hold a finite value to draw (every learner's is inf)")
     for title, exponents in (slopes or {}).items():
         if title not in panels:
             raise ValueError(f"slopes must be keyed by titles of panels, got {title!r} (panels: {list(panels)})")
@@ -1617,9 +1657,9 @@ def _scatter_on_diagonal(ax: Axes, x: Tensor, y: Tensor, lims: Sequence[float], 
 @checked
 def plot_gd_beta_reading(
     pred_read: Annotated[Float[Tensor, " B"], checks.Finite, checks.NonEmpty],
-    pred_ltb: Annotated[Float[Tensor, " B"], checks.Finite],
-    gamma_star: Annotated[Float[Tensor, "d d"], checks.Finite],
-    gamma_read: Annotated[Float[Tensor, "d d"], checks.Finite],
+    pred_ltb: Annotated[Float[Tensor, " B"], checks.Finite, checks.NonEmpty],
+    gamma_star: Annotated[Float[Tensor, "d d"], checks.Finite, checks.NonEmpty],
+    gamma_read: Annotated[Float[Tensor, "d d"], checks.Finite, checks.NonEmpty],
     *,
     beta_star: Annotated[Float[Tensor, " d"], checks.Finite] | None = None,
     beta_read: Annotated[Float[Tensor, " d"], checks.Finite] | None = None,
@@ -1685,9 +1725,10 @@ def plot_gap_scaling(
     large-``n`` limit)."""
     ns = _numbers(ns)
     for norm, gaps in trained.items():
-        if not _number(norm, 0):  # keys read back from JSON are strings
+        if not _number(norm, 0) or norm > config.MAX_SCALE:  # keys read back from JSON are strings
             raise ValueError(
-                f"trained must be keyed by norms, numbers > 0 (the gap is divided by one squared), got {norm!r}"
+                f"trained must be keyed by norms, numbers in (0, {config.MAX_SCALE:.0e}] (config.MAX_SCALE; the gap "
+                f"is divided by one squared), got {norm!r}"
             )
         if closed.get(norm) is None:
             raise ValueError(f"closed must give the closed-form gaps at every norm of trained, missing {norm}")
@@ -1743,6 +1784,8 @@ def plot_risk_ratios_against_n(
     if len(snrs) > 4:
         raise ValueError(f"snrs must hold at most 4 signal-to-noise ratios (told apart by shade), got {len(snrs)}")
     linestyles = {"GD-β": "-", "GD-0": ":", "GD++": "--"} if linestyles is None else linestyles
+    if not linestyles:
+        raise ValueError("linestyles must name at least one method (a mapping from method to line style)")
     for name, style in linestyles.items():
         try:
             Line2D([], [], linestyle=style)
@@ -1839,9 +1882,12 @@ def plot_feature_errors(histories: FeatureRuns, *, level: Positive | None = None
     fig, axes = plt.subplots(1, len(histories), figsize=_size(5.5 * len(histories), 4), sharey=True, squeeze=False)
     for ax, (title, hist) in zip(axes[0], histories.items()):
         loss_k = np.asarray(hist.records["loss_k"])
-        n = loss_k.shape[1]
-        if n > config.MAX_SERIES:  # a line and a colour each
-            raise ValueError(f"histories must record at most {config.MAX_SERIES} features' losses, got {n}")
+        n = loss_k.shape[1] if loss_k.ndim == 2 else 0
+        if not 1 <= n <= config.MAX_SERIES:  # a line and a colour each
+            raise ValueError(
+                f"histories[{title!r}] must record 1 to {config.MAX_SERIES} features' losses (loss_k of shape (T, K)), "
+                f"got shape {loss_k.shape}"
+            )
         series = {f"$L_{{{k + 1}}}$": loss_k[:, k] for k in range(n)}
         styles = {
             name: {"color": PALETTE[0], "linewidth": 2.5}  # the dominant feature

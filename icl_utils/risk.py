@@ -364,6 +364,8 @@ class RiskTerms:
 
     def examples_needed(self, level: float) -> float:
         """The sample complexity: the context length at which ``R(n) = level`` (:func:`examples_needed`)."""
+        if not self.spread >= 0:  # each task's estimate may be negative, their mean (a variance's) may not
+            raise ValueError(f"spreads must have a mean >= 0 (the 1/n term is a variance), got {self.spread:.3g}")
         return examples_needed(self.floor, self.spread, level)
 
 

@@ -215,7 +215,7 @@ def test_plot_gap_scaling_scales_by_n_over_norm_squared():
         plot_gap_scaling(ns, trained, closed, control={2.0: np.ones(2)})
     with pytest.raises(ValueError, match="closed"):
         plot_gap_scaling(ns, trained, {})
-    with pytest.raises(ValueError, match="trained must be keyed by norms, numbers > 0"):
+    with pytest.raises(ValueError, match="trained must be keyed by norms, numbers in \\(0, "):
         plot_gap_scaling(ns, {0.0: trained[2.0]}, {0.0: closed[2.0]})
 
 

@@ -38,6 +38,7 @@ from icl_utils.models.linear_attention import (
     attention_mask,
     gd_beta_from_ltb,
     ltb_from_gd_beta,
+    moment_prompt,
     sample_moment_prompts,
     token_matrix,
 )
@@ -3075,7 +3076,7 @@ case(
 )
 case(
     "kernel_ridge labels whose errors overflow",
-    "prompt's labels make every leave-one-out error overflow",
+    "bandwidth and the prompt's labels make every leave-one-out error overflow",
     lambda: est.kernel_ridge(Prompt(_P64.x, _P64.y * 1e160, _P64.x_query, _P64.y_query * 1e160)),
 )
 case(
@@ -3642,6 +3643,227 @@ case(
 )
 
 
+# --- an eighth campaign: plots of too many series, claims' records, a model without gradients, hidden layers ----
+class _NoGrad(torch.nn.Module):
+    """A model whose predictions do not depend on its one parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, p: Prompt) -> torch.Tensor:
+        return p.y_query * 0
+
+
+def _ledger_with(**fields) -> claims.Ledger:
+    ledger = claims.Ledger("ch", [CLAIM])
+    for name, value in fields.items():
+        setattr(ledger, name, value)
+    return ledger
+
+
+def _twice() -> None:
+    model = LTB(2)
+    train_ensemble([model, model], LR, cfg(), generator=gen(), batched=True)
+
+
+case(
+    "plot_error_curves 1100 curves",
+    "curves must be .*at most 1024",
+    lambda: plotting.plot_error_curves({str(i): torch.rand(2, 2) for i in range(1100)}),
+)
+case(
+    "plot_error_curves errors whose mean overflows",
+    "curves\\['a'\\] must have a finite mean",
+    lambda: plotting.plot_error_curves({"a": torch.rand(8, 6, dtype=torch.float64) * 1e300}),
+)
+case(
+    "plot_training_loss 2000 models",
+    "histories must be .*at most config.MAX_SERIES models",
+    lambda: plotting.plot_training_loss({"a": TrainHistory(np.ones((5, 2000)), 1.0)}),
+)
+case(
+    "plot_lines 2000 columns",
+    "series must hold at most 1024",
+    lambda: plotting.plot_lines([1, 2, 3], {"a": np.ones((3, 2000))}),
+)
+case(
+    "plot_lines a zorder of high",
+    "styles\\['a'\\] must hold keywords of a line",
+    lambda: plotting.plot_lines([1, 2, 3], {"a": [1, 2, 3]}, styles={"a": {"zorder": "high"}}),
+)
+case(
+    "plot_lines a transform of 5",
+    "styles\\['a'\\] must hold keywords of a line",
+    lambda: plotting.plot_lines([1, 2, 3], {"a": [1, 2, 3]}, styles={"a": {"transform": 5}}),
+)
+case(
+    "plot_attention_heatmaps NaN weights",
+    "attn\\[0\\] must hold attention weights in \\[0, 1\\]",
+    lambda: plotting.plot_attention_heatmaps([np.full((2, 2), NAN)], ["a"], axes=[plt.subplots()[1]]),
+)
+case(
+    "plot_attention_heatmaps none",
+    "attn, titles and axes must have the same length, at least one",
+    lambda: plotting.plot_attention_heatmaps(np.zeros((0, 2, 2)), [], axes=[]),
+)
+case(
+    "plot_readout_errors a NaN random map",
+    "random\\['t'\\] must hold finite values",
+    lambda: plotting.plot_readout_errors([1, 2], {"t": [0.5, 0.4]}, {"t": [NAN, 0.6]}, {"t": 0.3}),
+)
+case(
+    "plot_readout_errors a figure a million inches high",
+    "figsize must be a pair .*\\(0, 100\\]",
+    lambda: plotting.plot_readout_errors([1, 2], {"t": [0.5, 0.4]}, {"t": [0.6]}, {"t": 0.3}, figsize=(5, 1e6)),
+)
+case(
+    "plot_readout_errors 1200 panels",
+    "learned must be .*at most 1024",
+    lambda: plotting.plot_readout_errors(
+        [1, 2], {str(i): [0.5, 0.4] for i in range(1200)}, {str(i): [0.6] for i in range(1200)}, {}
+    ),
+)
+case(
+    "plot_subspace_recovery an exponent of 1e308",
+    "exponents must be in \\[-100, 100\\]",
+    lambda: plotting.plot_subspace_recovery({2: [1.0, 2.0]}, {2: [0.5, 0.6]}, exponents=[1e308]),
+)
+case(
+    "plot_sample_complexity every value inf",
+    "panels\\['t'\\] must hold a finite value",
+    lambda: plotting.plot_sample_complexity({"t": ([1.0, 2.0], {"a": [INF, INF]})}),
+)
+case(
+    "plot_sample_complexity a negative value",
+    "panels\\['t'\\]\\[1\\]\\['a'\\] must hold values > 0",
+    lambda: plotting.plot_sample_complexity({"t": ([1.0, 2.0], {"a": [-1.0, 2.0]})}),
+)
+case(
+    "plot_sample_complexity no learner",
+    "panels\\['t'\\]\\[1\\] must map 1 to 1024 learners",
+    lambda: plotting.plot_sample_complexity({"t": ([1.0, 2.0], {})}),
+)
+case(
+    "plot_gd_beta_reading an empty gamma",
+    "gamma_star must be",
+    lambda: plotting.plot_gd_beta_reading(torch.rand(5), torch.rand(5), torch.zeros(0, 0), torch.zeros(0, 0)),
+)
+case(
+    "plot_gap_scaling a norm of 1e200",
+    "trained must be keyed by norms",
+    lambda: plotting.plot_gap_scaling([4.0, 8.0], {1e200: [0.1, 0.2]}, {1e200: [0.1, 0.2]}),
+)
+case(
+    "plot_rate_curves oracle_n of one value",
+    "oracle_n must hold at least two distinct values",
+    lambda: plotting.plot_rate_curves(
+        [4.0, 8.0], {1.0: [0.1, 0.05]}, oracle={1.0: [[0.1, 0.01], [0.05, 0.01]]}, oracle_n=[4.0, 4.0]
+    ),
+)
+case(
+    "plot_feature_errors no feature",
+    "histories\\['t'\\] must record 1 to 1024",
+    lambda: plotting.plot_feature_errors({"t": GDHistory(np.arange(3.0), {"loss_k": np.ones((3, 0))})}),
+)
+case(
+    "colors_for 2000 labels",
+    "labels must be .*at most 1024",
+    lambda: plotting.colors_for([str(i) for i in range(2000)]),
+)
+case(
+    "claims.table a bool value",
+    "claims\\[0\\]\\['value'\\] must be a number, not NaN or a bool",
+    lambda: claims.table([{**_record(), "value": True}]),
+)
+case(
+    "claims.table a NaN value",
+    "claims\\[0\\]\\['value'\\] must be a number",
+    lambda: claims.table([{**_record(), "value": "nan"}]),
+)
+case(
+    "claims.table a control's fails an array",
+    "claims\\[0\\]\\['controls'\\]\\[0\\]\\['fails'\\] must be a bool",
+    lambda: claims.table([{**_record(), "controls": [{"name": "c", "value": 2, "fails": np.array([True, False])}]}]),
+)
+case("claims.overview a chapter an int", "chapters must be notebook names", lambda: claims.overview([5], {}))
+case("claims.load a null character", "folder must not hold a null character", lambda: claims.load("/tmp/\0x"))
+case(
+    "claims.Ledger a chapter of 250 bytes",
+    "chapter must be .*at most 128 bytes",
+    lambda: claims.Ledger("a" * 250, [CLAIM]),
+)
+case(
+    "claims.Ledger.write a null character",
+    "folder must not hold a null character",
+    lambda: claims.Ledger("ch", [CLAIM]).write(folder="/tmp/a\0b"),
+)
+case("claims.Ledger claims set to None", "claims must be a list of Claims", lambda: _ledger_with(claims=None).verify())
+case("claims.changed_since a null character", "paths must be", lambda: claims.changed_since("HEAD", paths=["a\0b"]))
+case(
+    "train a model without gradients",
+    "model must make predictions that depend on its parameters",
+    lambda: train(_NoGrad(), LR, cfg(), generator=gen()),
+)
+case(
+    "fit_lbfgs a model without gradients",
+    "model must make predictions that depend on its parameters",
+    lambda: fit_lbfgs(_NoGrad(), prompt()),
+)
+case("train_ensemble one module twice", "models must be distinct modules: models\\[1\\] is models\\[0\\]", _twice)
+case(
+    "moment_prompt d of 10000",
+    "the moment prompts of 1 prompts of n = 1 in prompt's d = 10000",
+    lambda: moment_prompt(Prompt.from_points(torch.randn(1, 2, 10000), torch.randn(1, 2))),
+)
+case(
+    "sample_moment_prompts d of 10000",
+    "task's d = 10000",
+    lambda: sample_moment_prompts(LinearRegression(dim=10000), 1, 1, gen()),
+)
+case(
+    "static_loss students broadcast to a million",
+    "the hidden layer of particles and x",
+    lambda: mf.static_loss(
+        torch.randn(1000, 1, 10, 5), torch.randn(1, 1000, 100, 1), torch.randn(1, 1000, 100, 2), k=2
+    ),
+)
+case(
+    "sigmoid_network students broadcast to a million",
+    "the hidden layer of particles and x",
+    lambda: sigmoid_network(torch.randn(1000, 1, 10, 5), torch.randn(1, 1000, 100, 2), 2),
+)
+case(
+    "sample_counts 2^25 categories",
+    "probs must have at most 2\\^24 categories",
+    lambda: sa.sample_counts(torch.full((2**25,), 2.0**-25), 1, 1, gen()),
+)
+case(
+    "fit_slopes a million columns",
+    "ys must have shape .*1 <= S <= 1024",
+    lambda: risk.fit_slopes([1.0, 2.0], np.ones((2, 10**6))),
+)
+case(
+    "RiskTerms a negative mean spread",
+    "spreads must have a mean >= 0",
+    lambda: risk.RiskTerms(np.ones(3), -np.ones(3), np.ones(3)).examples_needed(2.0),
+)
+case(
+    "kernel_ridge a bandwidth of 1e-300",
+    "bandwidth and the prompt's labels",
+    lambda: est.kernel_ridge(prompt(), bandwidth=1e-300),
+)
+case(
+    "AttentionMoments.of vanishing features",
+    "features must not vanish",
+    lambda: exact.AttentionMoments.of(
+        lambda x: torch.zeros(x.shape[0], 3, dtype=x.dtype),
+        NonparametricTasks(dim=2, smoothness=1.0, n_basis=8),
+        points=256,
+    ),
+)
+
+
 # a prompt of 1e200 makes ridge's Gram matrix huge, which warns before the overflow is refused
 @pytest.mark.filterwarnings("ignore:lam=1 is below 1e-10 of the Gram matrix's scale:RuntimeWarning")
 @pytest.mark.parametrize("id, pattern, call", CASES, ids=[c[0] for c in CASES])
@@ -3708,6 +3930,13 @@ VALID = {
     ),
     "plot_attention_heatmaps a 3-D array": lambda: plotting.plot_attention_heatmaps(
         np.stack([np.eye(2), np.eye(2)]), ["a", "b"], axes=plt.subplots(1, 2)[1]
+    ),
+    # an eighth campaign: 0-d arrays (np.median's result) are numbers, as NumPy scalars are
+    "a claim's value a 0-d array": lambda: claims.Check("<", np.array(1.0), "closed form"),
+    "ridge's lam a 0-d array": lambda: est.ridge(prompt(), lam=np.array(1.0)),
+    "examples_needed's level a 0-d array": lambda: risk.examples_needed(np.float64(0.1), 1.0, np.array(0.5)),
+    "plot_phase_weights a phase that never ends after one that never ends": lambda: plotting.plot_phase_weights(
+        [0, 1, 2], np.zeros((3, 3, 3)), feature=1, other=2, boundaries=[0, INF, INF]
     ),
 }
 
