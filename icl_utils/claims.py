@@ -225,7 +225,7 @@ class Ledger:
 
     def _checked_claims(self) -> list[Claim]:
         """The claims, refused by name if one was appended by hand that is not a Claim."""
-        if not isinstance(self.claims, list):  # set after construction
+        if not isinstance(self.claims, (list, tuple)):  # set after construction
             raise TypeError(f"claims must be a list of Claims, got {type(self.claims).__name__}")
         if bad := [type(c).__name__ for c in self.claims if not isinstance(c, Claim)]:
             raise TypeError(f"claims must hold Claims only (add them with add()), got {', '.join(bad)}")

@@ -241,8 +241,8 @@ def declare(base: object, ok: Callable[[object], bool], constraint: str) -> obje
 
 
 def _each(item: object) -> Callable[[object], bool]:
-    """``item`` (a predicate, a type or a declared type) as a predicate; NumPy scalars are taken as the Python
-    numbers they hold, as :func:`checked` takes them."""
+    """``item`` (a predicate, a type or a declared type) as a predicate; NumPy scalars and 0-d arrays are taken as
+    the Python numbers they hold, as :func:`checked` takes them."""
     return item if isinstance(item, types.FunctionType) else lambda v: is_bearable(_plain(v), item, conf=_CONF)
 
 
@@ -520,9 +520,9 @@ def checked(fn: F) -> F:
     """``fn`` (a function, or a class whose ``__init__`` is checked), its arguments checked on every call against
     its annotations: jaxtyping's dtypes and shapes, beartype's types and validators (a container's items only where
     a validator such as ``Counts`` declares it). A bad argument raises the error of :func:`refusal`, "``name``
-    must be ..., got ...", with the sizes that other arguments gave the tensor axes. NumPy scalars are taken as the
-    Python numbers they hold, in tuples and lists too. Like every beartype and jaxtyping check, the checks are off
-    under ``python -O`` and with ``JAXTYPING_DISABLE=1``."""
+    must be ..., got ...", with the sizes that other arguments gave the tensor axes. NumPy scalars and 0-d arrays
+    are taken as the Python numbers they hold, in tuples and lists too. Like every beartype and jaxtyping check,
+    the checks are off under ``python -O`` and with ``JAXTYPING_DISABLE=1``."""
     if not callable(fn):
         raise TypeError(f"fn must be a function or a class, got {type(fn).__name__}")
     if isinstance(fn, type):  # a class (a dataclass): its __init__ checked against the fields' types

@@ -256,18 +256,22 @@ def _distinct(models: list[nn.Module]) -> list[nn.Module]:
 
 def _needs_gradient(loss: Tensor) -> None:
     """A ValueError naming the model when its loss does not depend on its parameters (autograd's own error says
-    only that an element does not require grad)."""
+    only that an element does not require grad); the steps run with gradients on, under ``torch.no_grad`` too."""
     if not loss.requires_grad:
-        raise ValueError("model must make predictions that depend on its parameters: no gradient reaches them")
+        raise ValueError(
+            "model must make predictions that depend on its parameters (each of models, in an ensemble): no gradient "
+            "reaches them"
+        )
 
 
 def _step(optimizer: torch.optim.Optimizer, loss_fn: Callable[[Prompt], Tensor], prompt: Prompt) -> Tensor:
     """One optimizer step on ``loss_fn(prompt).sum()``, a vector of independent losses (one per model); returns
     the losses, detached."""
     optimizer.zero_grad(set_to_none=True)
-    losses = loss_fn(prompt)
-    _needs_gradient(losses)
-    losses.sum().backward()
+    with torch.enable_grad():  # a call under torch.no_grad still trains
+        losses = loss_fn(prompt)
+        _needs_gradient(losses)
+        losses.sum().backward()
     optimizer.step()
     return losses.detach()
 
@@ -750,6 +754,7 @@ def fit_lbfgs(model: nn.Module, prompt: Prompt, *, max_iter: Steps = 500, tol: P
         line_search_fn="strong_wolfe",
     )
 
+    @torch.enable_grad()  # a call under torch.no_grad still fits
     def closure() -> Tensor:
         optimizer.zero_grad()
         preds = checks.predictions_of(model, prompt, "model")

@@ -3662,6 +3662,12 @@ def _ledger_with(**fields) -> claims.Ledger:
     return ledger
 
 
+def _under_no_grad() -> None:
+    with torch.no_grad():  # a notebook's evaluation block left open: training still trains
+        train(LTB(2), LR, cfg(), generator=gen())
+        fit_lbfgs(LTB(2), prompt(), max_iter=2)
+
+
 def _twice() -> None:
     model = LTB(2)
     train_ensemble([model, model], LR, cfg(), generator=gen(), batched=True)
@@ -3673,7 +3679,7 @@ case(
     lambda: plotting.plot_error_curves({str(i): torch.rand(2, 2) for i in range(1100)}),
 )
 case(
-    "plot_error_curves errors whose mean overflows",
+    "plot_error_curves errors whose band overflows",
     "curves\\['a'\\] must have a finite mean",
     lambda: plotting.plot_error_curves({"a": torch.rand(8, 6, dtype=torch.float64) * 1e300}),
 )
@@ -3825,13 +3831,13 @@ case(
     "static_loss students broadcast to a million",
     "the hidden layer of particles and x",
     lambda: mf.static_loss(
-        torch.randn(1000, 1, 10, 5), torch.randn(1, 1000, 100, 1), torch.randn(1, 1000, 100, 2), k=2
+        torch.randn(1000, 1, 10, 5), torch.randn(1, 1000, 200, 1), torch.randn(1, 1000, 200, 2), k=2
     ),
 )
 case(
     "sigmoid_network students broadcast to a million",
     "the hidden layer of particles and x",
-    lambda: sigmoid_network(torch.randn(1000, 1, 10, 5), torch.randn(1, 1000, 100, 2), 2),
+    lambda: sigmoid_network(torch.randn(1000, 1, 10, 5), torch.randn(1, 1000, 200, 2), 2),
 )
 case(
     "sample_counts 2^25 categories",
@@ -3932,7 +3938,11 @@ VALID = {
         np.stack([np.eye(2), np.eye(2)]), ["a", "b"], axes=plt.subplots(1, 2)[1]
     ),
     # an eighth campaign: 0-d arrays (np.median's result) are numbers, as NumPy scalars are
-    "a claim's value a 0-d array": lambda: claims.Check("<", np.array(1.0), "closed form"),
+    "train and fit_lbfgs under torch.no_grad": _under_no_grad,
+    "a Check's bound a 0-d array": lambda: claims.Check("<", np.array(1.0), "closed form"),
+    "a Claim's value a 0-d array": lambda: claims.Claim(
+        id="a", statement="s", source="Thm 1", value=np.array(0.5), check=claims.Check("<", 1.0, "closed form")
+    ),
     "ridge's lam a 0-d array": lambda: est.ridge(prompt(), lam=np.array(1.0)),
     "examples_needed's level a 0-d array": lambda: risk.examples_needed(np.float64(0.1), 1.0, np.array(0.5)),
     "plot_phase_weights a phase that never ends after one that never ends": lambda: plotting.plot_phase_weights(

@@ -519,7 +519,11 @@ class BirthDeathPerturbation:
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)):  # gradient_descent's step number
             raise TypeError(f"step must be an int, got {type(step).__name__}")
         if not isinstance(particles, Tensor) or particles.ndim not in (2, 3):
-            raise TypeError(f"particles must be a tensor (M, p), or stacked students (S, M, p), got {particles!r:.60}")
+            shape = f" of shape {tuple(particles.shape)}" if isinstance(particles, Tensor) else ""
+            raise TypeError(
+                f"particles must be a tensor (M, p), or stacked students (S, M, p), got a {type(particles).__name__}"
+                f"{shape}"
+            )
         if not 0 <= self.fraction <= 1:  # a field set after construction
             raise ValueError(f"fraction must be in [0, 1], got {self.fraction}")
         if not self._checked:  # the first call

@@ -56,16 +56,17 @@ def _sigmoid_network(particles: Tensor, x: Tensor, k: int) -> Tensor:
     if x.dtype != particles.dtype:
         raise TypeError(f"x must have the particles' dtype {particles.dtype}, got {x.dtype}")
     try:  # the networks' leading axes (S students) and the inputs' broadcast
-        students = math.prod(torch.broadcast_shapes(particles.shape[:-2], x.shape[:-2]))
+        networks = math.prod(torch.broadcast_shapes(particles.shape[:-2], x.shape[:-2]))
     except RuntimeError:
         raise ValueError(
             f"x must have leading axes that broadcast with the particles', {tuple(particles.shape[:-2])}, got "
             f"{tuple(x.shape[:-2])}"
         ) from None
     inputs, neurons = (x.shape[-2] if x.ndim > 1 else 1), particles.shape[-2]
-    checks.allocation(  # before and after the sigmoid, for every student, input and neuron
-        f"the hidden layer of particles and x: 2 * {students} students * {inputs} inputs * {neurons} neurons",
-        2 * students * inputs * neurons,
+    checks.allocation(  # one tensor of it (before the sigmoid, then after) for every network, input and neuron
+        f"the hidden layer of particles and x: {networks} networks (leading axes) * {inputs} inputs * {neurons} "
+        "neurons",
+        networks * inputs * neurons,
         x.dtype,
     )
     a, w, b = particles[..., :k], particles[..., k:-1], particles[..., -1]
