@@ -520,6 +520,11 @@ def bootstrap_interval(
     ``(nan, nan)``, which no claim passes."""
     groups = [checks.real_array(f"groups[{i}]", g) for i, g in enumerate(groups)]
     takes(statistic, ["an array"] * len(groups), "statistic")  # one argument per group
+    values = sum(g.size for g in groups)
+    # each resample copies every value, and a statistic reads them at least once: about 100 products' time each
+    checks.work(
+        f"bootstrap_interval's reps = {reps} resamples of groups' {values} values (100 each)", 100 * reps * values
+    )
     rng = np.random.default_rng(seed)
     estimate = _real(statistic(*groups))
     draws = np.array([_real(statistic(*_resample(groups, rng))) for _ in range(reps)])

@@ -3860,6 +3860,21 @@ case(
     lambda: est.kernel_ridge(prompt(), bandwidth=1e-300),
 )
 case(
+    "bootstrap_interval a million resamples of 2e7 values",
+    "bootstrap_interval's reps = 1000000",
+    lambda: risk.bootstrap_interval(lambda a: float(a[0, 0]), [np.ones((2, 10**7))], reps=10**6),
+)
+case(
+    "GDPlusPlus ten million steps",
+    "GD\\+\\+ over steps = 10000000",
+    lambda: GDPlusPlus(2, steps=10**7, lr=0.01).predict(prompt()),
+)
+case(
+    "bayes_risk 1e8 draws",
+    "bayes_risk at task.dim = 2, n = 5, n_mc = 100000000",
+    lambda: exact.bayes_risk(LinearRegression(dim=2, noise_std=0.1), 5, gen(), n_mc=10**8),
+)
+case(
     "AttentionMoments.of vanishing features",
     "features must not vanish",
     lambda: exact.AttentionMoments.of(
