@@ -216,9 +216,10 @@ class Ledger:
 
     def verify(self) -> Ledger:
         """Raise :class:`LedgerError` listing every claim that does not stand as stated; return the ledger."""
-        if not self._checked_claims():
+        claims = self._checked_claims()
+        if not claims:
             raise LedgerError(f"the ledger of {self.chapter} holds no claim")
-        problems = [p for c in self._checked_claims() for p in c.problems()]
+        problems = [p for c in claims for p in c.problems()]
         if problems:
             raise LedgerError("; ".join(problems))
         return self
@@ -263,9 +264,7 @@ class Ledger:
     def write(self, folder: str | os.PathLike | None = None) -> Path:
         """Write the ledger as ``<chapter>.json`` into ``folder`` (default :func:`claims_dir`), atomically. Write
         before :meth:`verify`: a ledger that fails is then on record as failing, not left as an older run."""
-        folder = claims_dir() if folder is None else Path(folder)
-        if "\0" in str(folder):
-            raise ValueError(f"folder must not hold a null character, got {str(folder)!r:.80}")
+        folder = _folder(folder)
         if not is_bearable(self.chapter, Chapter):  # set after construction: it names the file written
             raise ValueError(f"chapter must be a notebook's name such as '00_icl_setting', got {self.chapter!r}")
         file = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
@@ -278,6 +277,15 @@ class Ledger:
         return table(self._checked_claims())
 
     _repr_markdown_ = table
+
+
+def _folder(folder: str | os.PathLike | None) -> Path:
+    """A ledgers' folder: ``folder``, or :func:`claims_dir` by default; a null character refused (pathlib would
+    call such a folder missing)."""
+    folder = claims_dir() if folder is None else Path(folder)
+    if "\0" in str(folder):
+        raise ValueError(f"folder must not hold a null character, got {str(folder)!r:.80}")
+    return folder
 
 
 def _plain_json(value: object) -> object:
@@ -516,9 +524,7 @@ def table(claims: Sequence[Claim | dict]) -> str:
 @checked
 def load(folder: str | os.PathLike | None = None) -> dict[str, dict]:
     """Every ledger written into ``folder`` (default :func:`claims_dir`), by chapter."""
-    folder = claims_dir() if folder is None else Path(folder)
-    if "\0" in str(folder):  # pathlib would call such a folder missing, and so hold no ledger
-        raise ValueError(f"folder must not hold a null character, got {str(folder)!r:.80}")
+    folder = _folder(folder)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"folder must be a folder of ledgers, got the file {folder}")
     out = {}

@@ -3571,7 +3571,7 @@ case(
 )
 case(
     "icl_optimal_gamma 5000 neurons on 1e7 points",
-    "students \\* B n \\* M",
+    "the hidden layer of particles and x",
     lambda: mf.icl_optimal_gamma(torch.randn(5000, 3), torch.randn(1000, 10**4, 1), torch.randn(1000, 10**4)),
 )
 case(

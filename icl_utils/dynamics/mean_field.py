@@ -199,9 +199,8 @@ def icl_optimal_gamma(
     # the declared axes broadcast, y's too (it multiplies the features)
     students = math.prod(torch.broadcast_shapes(particles.shape[:-2], x.shape[:-3], y.shape[:-2]))
     points, neurons, width = math.prod(x.shape[-3:-1]), particles.shape[-2], particles.shape[-1]
-    # each point's hidden layer, then a least-squares problem in the k^2 entries of each student's Gamma: the
-    # points' features of those entries, their Gram matrix and a solve
-    checks.allocation("students * B n * M (the hidden layer at every point)", students * points * neurons, x.dtype)
+    # a least-squares problem in the k^2 entries of each student's Gamma (the hidden layer is sized where it is
+    # built, in the network): the points' features of those entries, their Gram matrix and a solve
     checks.allocation(
         "students * B n * k^2 (each point's features of Gamma's entries)", students * points * k**2, x.dtype
     )

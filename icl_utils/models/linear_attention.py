@@ -45,13 +45,13 @@ def token_matrix(prompt: Prompt) -> Tensor:
     return torch.cat([x, y[..., None]], dim=2).transpose(1, 2)
 
 
-def _moment_flops(n: int, d: int) -> int:
-    """One prompt's moment matrix (2 n (d+1)^2) and its eigendecomposition (10 (d+1)^3)."""
-    return 2 * n * (d + 1) ** 2 + 10 * (d + 1) ** 3
-
-
-def _moment_work(batch: int, n: int, d: int, name: str) -> str:
-    return f"the moment prompts of {batch} prompts of n = {n} in {name}'s d = {d} (2 n (d+1)^2 + 10 (d+1)^3 each)"
+def _moment_work(batch: int, n: int, d: int, name: str) -> None:
+    """The work limit on ``batch`` moment prompts: each prompt's moment matrix (2 n (d+1)^2) and its
+    eigendecomposition (10 (d+1)^3), ``d`` read from ``name``."""
+    checks.work(
+        f"the moment prompts of {batch} prompts of n = {n} in {name}'s d = {d} (2 n (d+1)^2 + 10 (d+1)^3 each)",
+        batch * (2 * n * (d + 1) ** 2 + 10 * (d + 1) ** 3),
+    )
 
 
 @checks.finite_result("prompt")
@@ -67,7 +67,7 @@ def moment_prompt(prompt: Prompt) -> Prompt:
     n, d = prompt.n_context, prompt.dim
     if n < 1:
         raise ValueError("prompt must have at least one context example")
-    checks.work(_moment_work(prompt.batch_size, n, d, "prompt"), prompt.batch_size * _moment_flops(n, d))
+    _moment_work(prompt.batch_size, n, d, "prompt")
     context = token_matrix(prompt).double()[:, :, :n]
     evals, evecs = torch.linalg.eigh(context @ context.transpose(1, 2) / n)
     pseudo = ((d + 1) ** 0.5 * evecs * evals.clamp_min(0).sqrt()[:, None, :]).to(prompt.x.dtype)
@@ -79,7 +79,7 @@ def sample_moment_prompts(task: Task, batch: Count, n: Count, generator: torch.G
     """``batch`` prompts of ``n`` examples from ``task``, each shrunk by :func:`moment_prompt`; drawn a bounded
     number of values at a time, so memory grows with ``batch`` but not with ``n``."""
     batch, n, generator = checks.sample_sizes(batch, n, generator, dim=task.dim)
-    checks.work(_moment_work(batch, n, task.dim, "task"), batch * _moment_flops(n, task.dim))
+    _moment_work(batch, n, task.dim, "task")
     per_chunk = config.prompts_per_chunk((n + 1) * (task.dim + 1))
     return Prompt.cat(
         [
